@@ -1,0 +1,69 @@
+"""jacobiscope: looped transformers as dynamical systems, measured through the Jacobian of the looped map.
+
+Example::
+
+    >>> import jacobiscope
+    >>> m = jacobiscope.systems.self_attention_map(tokens=8, dim=16, heads=2)
+    >>> sigma = jacobiscope.spectral_norm(m, m.x0).value
+    >>> lyap = jacobiscope.lyapunov_spectrum(m, m.x0, steps=20, k=2)
+    >>> lyap.exponents.shape
+    torch.Size([2])
+"""
+from . import dynamics, linalg, systems
+from .dynamics import (
+    LyapunovResult,
+    OscillationMeasures,
+    kaplan_yorke_dimension,
+    lyapunov_spectrum,
+    oscillation_measures,
+    pseudo_energy,
+)
+from .errors import (
+    ArgumentError,
+    ConvergenceWarning,
+    JacobiscopeError,
+    MemoryBudgetError,
+    NonFiniteStateError,
+    NonFiniteWarning,
+    StateError,
+    StepOutputError,
+)
+from .linalg import (
+    EigenResult,
+    JacobianOperator,
+    SpectralNormResult,
+    jacobian,
+    jacobian_eigenvalues,
+    spectral_norm,
+)
+from .maps import LoopedMap, as_looped_map
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ArgumentError",
+    "ConvergenceWarning",
+    "EigenResult",
+    "JacobianOperator",
+    "JacobiscopeError",
+    "LoopedMap",
+    "LyapunovResult",
+    "MemoryBudgetError",
+    "NonFiniteStateError",
+    "NonFiniteWarning",
+    "OscillationMeasures",
+    "SpectralNormResult",
+    "StateError",
+    "StepOutputError",
+    "as_looped_map",
+    "dynamics",
+    "jacobian",
+    "jacobian_eigenvalues",
+    "kaplan_yorke_dimension",
+    "linalg",
+    "lyapunov_spectrum",
+    "oscillation_measures",
+    "pseudo_energy",
+    "spectral_norm",
+    "systems",
+]

@@ -1,0 +1,382 @@
+"""Lyapunov exponents of a looped map: the QR (Benettin) method on vmapped jvps, and a two-trajectory check."""
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass, field
+
+import torch
+
+from ..errors import ArgumentError, NonFiniteWarning
+from ..linalg.operators import jacobian_matmat, jvp
+from ..maps import LoopedMap, as_looped_map, require_precision
+
+__all__ = ["lyapunov_spectrum", "LyapunovResult", "kaplan_yorke_dimension"]
+
+
+@dataclass
+class LyapunovResult:
+    """What `lyapunov_spectrum` returns. Exponents are in nats per loop.
+
+    Attributes:
+        exponents: ``[*batch, k]``, largest first. NaN for a trajectory that went NaN/Inf (see ``nonfinite_step``).
+        history: running estimates ``[n_records, *batch, k]`` after each renormalization (columns in the same
+            order as ``exponents``); ``history_steps`` gives the loop index (after the transient) of each row.
+        finite_time: the local (finite-time) exponents of each renormalization interval,
+            ``[n_records, *batch, k]``: ``log R_ii / reorth_every``. Their mean is ``exponents``.
+        stderr: standard error of ``exponents`` ``[*batch, k]`` from batch means of ``finite_time`` (10 blocks),
+            which accounts for the correlation between neighbouring intervals.
+        kaplan_yorke: the Kaplan–Yorke dimension ``[*batch]`` from the computed exponents (NaN when the ``k``
+            computed exponents still sum to a positive number, so more are needed).
+        final_state: the state after the run, ``[*batch, *state]``.
+        final_tangents: the orthonormal tangent frame after the run, ``[k, *batch, *state]`` (k=1: a unit vector).
+        nonfinite_step: ``[*batch]`` loop index (counting the transient) at which each trajectory first became
+            NaN/Inf, or -1.
+        method: ``"qr"`` or ``"two_trajectory"``.
+        meta: steps, transient, reorth_every, dtype, device, seed, map name.
+    """
+
+    exponents: torch.Tensor
+    history: torch.Tensor
+    history_steps: torch.Tensor
+    finite_time: torch.Tensor
+    stderr: torch.Tensor
+    kaplan_yorke: torch.Tensor
+    final_state: torch.Tensor
+    final_tangents: torch.Tensor | None
+    nonfinite_step: torch.Tensor
+    method: str
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def max_exponent(self) -> torch.Tensor:
+        """The largest exponent, ``[*batch]``."""
+        return self.exponents[..., 0]
+
+    @property
+    def flagged(self) -> bool:
+        """Whether any trajectory went NaN/Inf."""
+        return bool((self.nonfinite_step >= 0).any())
+
+
+def lyapunov_spectrum(
+    step,
+    x0: torch.Tensor | None = None,
+    steps: int = 100,
+    k: int = 1,
+    *,
+    transient: int = 0,
+    reorth_every: int = 1,
+    dtype: torch.dtype | None = None,
+    method: str = "qr",
+    seed: int = 0,
+    tangents: torch.Tensor | None = None,
+    perturbation: float | None = None,
+    chunk_size: int | None = None,
+    batch_dims: int | None = None,
+) -> LyapunovResult:
+    """The ``k`` largest Lyapunov exponents of the looped map ``X_{t+1} = F(X_t)`` along the orbit of ``x0``.
+
+    Example::
+
+        >>> import torch, jacobiscope
+        >>> henon = jacobiscope.systems.henon_map()
+        >>> result = jacobiscope.lyapunov_spectrum(henon, henon.x0, steps=2000, k=2, transient=100)
+        >>> [round(float(v), 1) for v in result.exponents]
+        [0.4, -1.6]
+
+    Arguments:
+        step: a `LoopedMap` or a callable ``state -> state``. A batched map (``batch_dims >= 1``) gives one
+            spectrum per trajectory.
+        x0: initial state (default: the map's ``x0``).
+        steps: loops over which exponents are averaged (after the transient).
+        k: number of exponents (tangent vectors), at most the state size ``D``.
+        transient: loops run first, without accumulating; the tangent frame is still evolved and
+            re-orthonormalized so it is aligned when accumulation starts (as ChaosTools does).
+        reorth_every: loops between QR re-orthonormalizations. Longer intervals save QRs but risk an
+            ill-conditioned frame; 1 is the safe default.
+        dtype: compute in this dtype (``torch.float64`` for reference-quality numbers); the map's parameters
+            are cast when it wraps an ``nn.Module``.
+        method: ``"qr"`` (Benettin/Shimada–Nagashima: the tangent frame ``Q`` (D x k) is pushed forward as ``k``
+            vmapped jvps, ``Q, R = qr(J Q)`` with ``diag R > 0``, and ``lambda_i = mean log R_ii``; the Jacobian is
+            never formed) or ``"two_trajectory"`` (the largest exponent only, from a nearby orbit renormalized to
+            distance ``perturbation`` every loop: an independent cross-check that uses no derivatives).
+        seed: seed of the random orthonormal initial frame.
+        tangents: optional initial frame ``[k, *batch, *state]`` (e.g. ``final_tangents`` of a previous run).
+        perturbation: initial distance for ``"two_trajectory"`` (default ``sqrt(eps) * max(1, ||x0||)``).
+        chunk_size: vmap chunk size for the ``k`` jvps (bounds memory for large ``k``).
+
+    Returns:
+        `LyapunovResult` with exponents, running-estimate history, finite-time exponents, standard errors,
+        Kaplan–Yorke dimension and final state / frame.
+
+    A trajectory that becomes NaN/Inf is flagged (``nonfinite_step``, NaN exponents, a `NonFiniteWarning`);
+    the other trajectories of the batch are unaffected.
+
+    References: Benettin, Galgani, Giorgilli & Strelcyn, Meccanica 15 (1980); Shimada & Nagashima, Prog. Theor.
+    Phys. 61 (1979); Kaplan & Yorke, LNM 730 (1979).
+    """
+    looped_map = as_looped_map(step, batch_dims=batch_dims).detached()
+    if dtype is not None:
+        looped_map = looped_map.to(dtype=dtype)
+    x = looped_map.prepare_state(x0)
+    require_precision(x, "lyapunov_spectrum")
+    for name, value in (("steps", steps), ("reorth_every", reorth_every)):
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise ArgumentError(f"{name} must be a positive int, got {value!r}.")
+    if isinstance(transient, bool) or not isinstance(transient, int) or transient < 0:
+        raise ArgumentError(f"transient must be a non-negative int, got {transient!r}.")
+    size = looped_map.state_size(x)
+    if isinstance(k, bool) or not isinstance(k, int) or k <= 0:
+        raise ArgumentError(f"k must be a positive int, got {k!r}.")
+    if k > size:
+        raise ArgumentError(
+            f"k={k} tangent vectors cannot exceed the state size D={size}: a D-dimensional map has D exponents. "
+            f"Use k<={size}."
+        )
+    if method not in ("qr", "two_trajectory"):
+        raise ArgumentError(f"method must be 'qr' or 'two_trajectory', got {method!r}.")
+    if method == "two_trajectory" and k != 1:
+        raise ArgumentError("method='two_trajectory' estimates the largest exponent only: use k=1.")
+    looped_map.checked_step(x)
+    meta = {
+        "map": looped_map.name,
+        "steps": steps,
+        "transient": transient,
+        "reorth_every": reorth_every,
+        "k": k,
+        "dtype": str(x.dtype),
+        "device": str(x.device),
+        "seed": seed,
+        "state_size": size,
+    }
+    if method == "two_trajectory":
+        return _two_trajectory(looped_map, x, steps, transient, perturbation, seed, meta)
+    return _qr_method(looped_map, x, steps, k, transient, reorth_every, seed, tangents, chunk_size, meta)
+
+
+class _FrameState:
+    """The orbit and its tangent frame, flattened per trajectory: ``x [*batch, *state]``, ``Q [batch, D, k]``."""
+
+    def __init__(self, looped_map: LoopedMap, x: torch.Tensor, Q: torch.Tensor, chunk_size):
+        self.map = looped_map
+        self.x = x
+        self.Q = Q
+        self.chunk_size = chunk_size
+        self.batch = Q.shape[0]
+        self.size = Q.shape[1]
+        self.k = Q.shape[2]
+
+    def advance(self) -> torch.Tensor:
+        """One loop of the orbit and the tangents; returns ``Y = J Q`` as ``[batch, D, k]`` (x is advanced)."""
+        if self.k == 1:
+            output, tangent = jvp(self.map, self.x, self.Q[..., 0].reshape(self.x.shape), return_output=True)
+            self.x = output
+            return tangent.reshape(self.batch, self.size, 1)
+        block = self.Q.permute(2, 0, 1).reshape(self.k, *self.x.shape)
+        output, tangents = jacobian_matmat(self.map, self.x, block, chunk_size=self.chunk_size, return_output=True)
+        self.x = output
+        return tangents.reshape(self.k, self.batch, self.size).permute(1, 2, 0)
+
+
+def _orthonormalize(Y: torch.Tensor):
+    """QR with ``diag R > 0``; returns (Q, log|diag R|). k=1 is a plain normalization (no LAPACK call)."""
+    if Y.shape[-1] == 1:
+        norms = Y.norm(dim=1, keepdim=True)
+        return Y / norms, norms[:, 0, :].log()
+    Q, R = torch.linalg.qr(Y)
+    diagonal = R.diagonal(dim1=-2, dim2=-1)
+    signs = torch.where(diagonal < 0, -1.0, 1.0).to(Y.dtype)
+    return Q * signs.unsqueeze(1), diagonal.abs().log()
+
+
+def _initial_frame(x, batch, size, k, seed, tangents, looped_map):
+    if tangents is not None:
+        expected = (k, *x.shape)
+        if tuple(tangents.shape) != expected:
+            raise ArgumentError(f"tangents must have shape {list(expected)} ([k, *batch, *state]), got {list(tangents.shape)}.")
+        Y = tangents.to(x.dtype).reshape(k, batch, size).permute(1, 2, 0)
+    else:
+        generator = torch.Generator(device=x.device).manual_seed(seed)
+        Y = torch.randn(batch, size, k, generator=generator, dtype=x.dtype, device=x.device)
+    Q, _ = _orthonormalize(Y)
+    return Q
+
+
+def _qr_method(looped_map, x, steps, k, transient, reorth_every, seed, tangents, chunk_size, meta):
+    batch_shape = looped_map.batch_shape(x)
+    batch = int(torch.Size(batch_shape).numel())
+    size = looped_map.state_size(x)
+    frame = _FrameState(looped_map, x, _initial_frame(x, batch, size, k, seed, tangents, looped_map), chunk_size)
+    nonfinite_step = torch.full((batch,), -1, dtype=torch.long, device=x.device)
+    alive = torch.ones(batch, dtype=torch.bool, device=x.device)
+    local_rows = []
+    record_steps = []
+    last_qr = transient
+    total = transient + steps
+    with torch.no_grad():
+        for t in range(1, total + 1):
+            Y = frame.advance()
+            if t % reorth_every != 0 and t != total and t != transient:
+                frame.Q = Y
+                continue
+            finite = torch.isfinite(frame.x.reshape(batch, -1)).all(1) & torch.isfinite(Y).all(dim=(1, 2))
+            newly_bad = alive & ~finite
+            if bool(newly_bad.any()):
+                nonfinite_step = torch.where(newly_bad, torch.full_like(nonfinite_step, t), nonfinite_step)
+                alive = alive & finite
+                # Keep the dead trajectories numerically inert so they cannot poison the batched QR.
+                Y = torch.where(alive.view(batch, 1, 1), Y, torch.eye(size, k, dtype=Y.dtype, device=Y.device))
+                if not bool(alive.any()):
+                    break
+            frame.Q, log_r = _orthonormalize(Y)
+            if t > transient:
+                log_r = torch.where(alive.view(batch, 1), log_r, torch.full_like(log_r, float("nan")))
+                local_rows.append(log_r / (t - last_qr))
+                record_steps.append(t - transient)
+                last_qr = t
+    if bool((nonfinite_step >= 0).any()):
+        first = int(nonfinite_step[nonfinite_step >= 0].min())
+        warnings.warn(
+            f"lyapunov_spectrum: {int((nonfinite_step >= 0).sum())} of {batch} trajectories of '{looped_map.name}' "
+            f"became NaN/Inf (first at loop {first}); their exponents are NaN (see result.nonfinite_step). Try "
+            "dtype=torch.float64, a smaller step size, or a normalized map.",
+            NonFiniteWarning,
+            stacklevel=3,
+        )
+    return _assemble(looped_map, frame, local_rows, record_steps, nonfinite_step, alive, batch_shape, k, meta, "qr")
+
+
+def _assemble(looped_map, frame, local_rows, record_steps, nonfinite_step, alive, batch_shape, k, meta, method):
+    dtype = frame.x.dtype
+    device = frame.x.device
+    batch = nonfinite_step.shape[0]
+    if local_rows:
+        local = torch.stack(local_rows)  # [n, batch, k]
+        widths = torch.diff(torch.tensor([0] + record_steps, dtype=dtype, device=device))
+        weighted = torch.cumsum(local * widths.view(-1, 1, 1), dim=0)
+        history = weighted / torch.tensor(record_steps, dtype=dtype, device=device).view(-1, 1, 1)
+        exponents = history[-1].clone()
+    else:
+        local = torch.zeros(0, batch, k, dtype=dtype, device=device)
+        history = local.clone()
+        exponents = torch.full((batch, k), float("nan"), dtype=dtype, device=device)
+    dead = nonfinite_step >= 0
+    exponents[dead] = float("nan")
+    # Columns come out of QR nearly sorted; sort by the final estimate and carry the history along.
+    order = torch.argsort(torch.nan_to_num(exponents, nan=-math.inf), dim=1, descending=True)
+    exponents = torch.gather(exponents, 1, order)
+    if history.shape[0]:
+        history = torch.gather(history, 2, order.unsqueeze(0).expand_as(history))
+        local = torch.gather(local, 2, order.unsqueeze(0).expand_as(local))
+    stderr = _batch_means_stderr(local)
+    stderr[dead] = float("nan")
+    kaplan_yorke = kaplan_yorke_dimension(exponents, state_size=frame.size)
+    tangents = None
+    if frame.Q is not None:
+        Q = torch.gather(frame.Q, 2, order.unsqueeze(1).expand_as(frame.Q))
+        tangents = Q.permute(2, 0, 1).reshape(k, *frame.x.shape)
+    return LyapunovResult(
+        exponents=exponents.reshape(*batch_shape, k),
+        history=history.reshape(-1, *batch_shape, k),
+        history_steps=torch.tensor(record_steps, dtype=torch.long),
+        finite_time=local.reshape(-1, *batch_shape, k),
+        stderr=stderr.reshape(*batch_shape, k),
+        kaplan_yorke=kaplan_yorke.reshape(batch_shape),
+        final_state=frame.x,
+        final_tangents=tangents,
+        nonfinite_step=nonfinite_step.reshape(batch_shape),
+        method=method,
+        meta=meta,
+    )
+
+
+def _batch_means_stderr(local: torch.Tensor, blocks: int = 10) -> torch.Tensor:
+    """Standard error of the mean of a correlated series ``[n, batch, k]`` by non-overlapping batch means."""
+    n = local.shape[0]
+    if n < 2:
+        return torch.full(local.shape[1:], float("nan"), dtype=local.dtype, device=local.device)
+    blocks = min(blocks, n)
+    length = n // blocks
+    means = local[: blocks * length].reshape(blocks, length, *local.shape[1:]).mean(1)
+    return means.std(0, unbiased=True) / math.sqrt(blocks)
+
+
+def kaplan_yorke_dimension(exponents: torch.Tensor, state_size: int | None = None) -> torch.Tensor:
+    """The Kaplan–Yorke (Lyapunov) dimension ``j + (l_1 + ... + l_j) / |l_{j+1}|`` from sorted exponents.
+
+    Example::
+
+        >>> import torch, jacobiscope
+        >>> float(jacobiscope.kaplan_yorke_dimension(torch.tensor([0.41922, -1.62319])))  # Hénon
+        1.258...
+
+    ``j`` is the largest index with a non-negative partial sum. Returns 0 when the largest exponent is negative;
+    ``state_size`` when all ``D`` exponents sum to ``>= 0``; NaN when fewer than ``D`` exponents were computed
+    and they still sum to ``>= 0`` (the dimension is at least ``k``: compute more exponents).
+    """
+    exponents = torch.as_tensor(exponents)
+    k = exponents.shape[-1]
+    partial = torch.cumsum(exponents, dim=-1)
+    nonnegative = partial >= 0
+    j = nonnegative.sum(-1)  # partial sums of sorted exponents are >= 0 up to j, then negative
+    result = torch.zeros(exponents.shape[:-1], dtype=exponents.dtype, device=exponents.device)
+    inside = (j > 0) & (j < k)
+    if bool(inside.any()):
+        index = (j - 1).clamp(min=0).unsqueeze(-1)
+        partial_j = torch.gather(partial, -1, index).squeeze(-1)
+        next_exponent = torch.gather(exponents, -1, j.clamp(max=k - 1).unsqueeze(-1)).squeeze(-1)
+        result = torch.where(inside, j.to(exponents.dtype) + partial_j / next_exponent.abs(), result)
+    full = j == k
+    fill = float(state_size) if state_size is not None and state_size == k else float("nan")
+    result = torch.where(full, torch.full_like(result, fill), result)
+    return torch.where(torch.isnan(exponents).any(-1), torch.full_like(result, float("nan")), result)
+
+
+def _two_trajectory(looped_map, x, steps, transient, perturbation, seed, meta):
+    """Benettin's two-trajectory estimate of the largest exponent (no derivatives at all)."""
+    batch_shape = looped_map.batch_shape(x)
+    batch = int(torch.Size(batch_shape).numel())
+    size = looped_map.state_size(x)
+    with torch.no_grad():
+        for _ in range(transient):
+            x = looped_map.step(x)
+        if perturbation is None:
+            scale = max(1.0, float(x.reshape(batch, -1).norm(dim=1).max()))
+            perturbation = math.sqrt(torch.finfo(x.dtype).eps) * scale
+        generator = torch.Generator(device=x.device).manual_seed(seed)
+        direction = torch.randn(batch, size, generator=generator, dtype=x.dtype, device=x.device)
+        direction = direction / direction.norm(dim=1, keepdim=True)
+        y = x + perturbation * direction.reshape(x.shape)
+        nonfinite_step = torch.full((batch,), -1, dtype=torch.long, device=x.device)
+        local_rows, record_steps = [], []
+        for t in range(1, steps + 1):
+            x = looped_map.step(x)
+            y = looped_map.step(y)
+            difference = (y - x).reshape(batch, size)
+            distance = difference.norm(dim=1)
+            finite = torch.isfinite(distance) & (distance > 0)
+            bad = ~finite & (nonfinite_step < 0)
+            if bool(bad.any()):
+                nonfinite_step = torch.where(bad, torch.full_like(nonfinite_step, t + transient), nonfinite_step)
+                distance = torch.where(finite, distance, torch.full_like(distance, perturbation))
+                difference = torch.where(finite.unsqueeze(1), difference, perturbation * direction)
+            growth = (distance / perturbation).log()
+            growth = torch.where(nonfinite_step >= 0, torch.full_like(growth, float("nan")), growth)
+            local_rows.append(growth.unsqueeze(1))
+            record_steps.append(t)
+            y = x + (perturbation * difference / distance.unsqueeze(1)).reshape(x.shape)
+    frame = _TwoTrajectoryFrame(x, size)
+    return _assemble(
+        looped_map, frame, local_rows, record_steps, nonfinite_step, nonfinite_step < 0, batch_shape, 1,
+        {**meta, "perturbation": perturbation}, "two_trajectory",
+    )
+
+
+class _TwoTrajectoryFrame:
+    """The end of a two-trajectory run, in the shape `_assemble` reads (no tangent frame)."""
+
+    def __init__(self, x, size):
+        self.x = x
+        self.size = size
+        self.Q = None

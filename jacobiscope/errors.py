@@ -1,0 +1,47 @@
+"""The exceptions and warnings jacobiscope raises.
+
+Every error says what was expected, what came, and how to fix it (the einops way). They subclass the
+built-in exception a user would catch anyway (``ValueError``, ``TypeError``, ``MemoryError``), so code that
+does not know jacobiscope still handles them.
+"""
+
+
+class JacobiscopeError(Exception):
+    """Base class of every jacobiscope error."""
+
+
+class StepOutputError(JacobiscopeError, TypeError):
+    """A step function returned something that is not a state of the same shape and dtype."""
+
+
+class StateError(JacobiscopeError, ValueError):
+    """A state tensor is unusable: wrong shape, integer dtype, too little precision, NaN or Inf."""
+
+
+class NonFiniteStateError(StateError):
+    """A trajectory produced NaN or Inf. ``step`` is the first loop index at which it happened."""
+
+    def __init__(self, message: str, step: int | None = None):
+        super().__init__(message)
+        self.step = step
+
+
+class ArgumentError(JacobiscopeError, ValueError):
+    """An argument is out of range (``k`` larger than the state, ``steps <= 0``, ...)."""
+
+
+class MemoryBudgetError(JacobiscopeError, MemoryError):
+    """A dense computation would exceed the memory budget the caller allowed."""
+
+    def __init__(self, message: str, required_bytes: int, budget_bytes: int):
+        super().__init__(message)
+        self.required_bytes = required_bytes
+        self.budget_bytes = budget_bytes
+
+
+class NonFiniteWarning(RuntimeWarning):
+    """A trajectory went NaN/Inf; the affected results are flagged rather than silently returned."""
+
+
+class ConvergenceWarning(RuntimeWarning):
+    """An iterative method stopped at its iteration limit before reaching the requested tolerance."""

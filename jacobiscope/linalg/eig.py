@@ -1,0 +1,267 @@
+"""Eigenvalues of a looped map's Jacobian: all of them densely, or the top-k by modulus matrix-free (Arnoldi)."""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+
+import torch
+
+from ..errors import ArgumentError, ConvergenceWarning
+from ..maps import as_looped_map, require_precision
+from .dense import DEFAULT_MAX_BYTES, check_dense_budget, jacobian
+from .operators import jacobian_matmat, jvp
+
+__all__ = ["jacobian_eigenvalues", "EigenResult", "DENSE_LIMIT"]
+
+#: States up to this size use the dense path when ``method="auto"``.
+DENSE_LIMIT = 1024
+
+
+@dataclass
+class EigenResult:
+    """What `jacobian_eigenvalues` returns.
+
+    Attributes:
+        values: complex eigenvalues ``[*batch, k]``, sorted by modulus, largest first (for a conjugate pair,
+            the one with positive imaginary part first).
+        residuals: relative residuals ``||J y - lambda y|| / (|lambda| ||y||)`` of the Ritz pairs, measured
+            with fresh jvps after the iteration (Arnoldi), or ``None`` for the dense path.
+        converged: whether every requested eigenvalue met ``tol``.
+        method: ``"dense"`` or ``"arnoldi"``.
+        iterations: Arnoldi restarts (0 for dense).
+        matvecs: jvps spent (0 for dense).
+    """
+
+    values: torch.Tensor
+    residuals: torch.Tensor | None
+    converged: bool
+    method: str
+    iterations: int = 0
+    matvecs: int = 0
+    meta: dict = field(default_factory=dict)
+
+    def oscillation(self, **kwargs):
+        """`jacobiscope.oscillation_measures` of these eigenvalues."""
+        from ..dynamics.oscillation import oscillation_measures
+
+        return oscillation_measures(self.values, **kwargs)
+
+
+def jacobian_eigenvalues(
+    step,
+    x: torch.Tensor | None = None,
+    k: int | None = None,
+    *,
+    method: str = "auto",
+    tol: float | None = None,
+    krylov_dim: int | None = None,
+    max_restarts: int = 200,
+    seed: int = 0,
+    dense_limit: int = DENSE_LIMIT,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    batch_dims: int | None = None,
+) -> EigenResult:
+    """Eigenvalues of the Jacobian ``dF/dX`` of one loop at ``x``.
+
+    Example::
+
+        >>> import torch, jacobiscope
+        >>> A = torch.diag(torch.tensor([0.5, -2.0, 1.0], dtype=torch.float64))
+        >>> jacobiscope.jacobian_eigenvalues(lambda x: A @ x, torch.zeros(3, dtype=torch.float64), k=2).values
+        tensor([-2.+0.j,  1.+0.j], dtype=torch.complex128)
+
+    Arguments:
+        step, x: the map (a `LoopedMap` or callable) and the state (default: the map's ``x0``).
+        k: how many eigenvalues, largest modulus first. ``None``: all of them (dense).
+        method: ``"auto"`` (dense when ``k`` is None or the state has at most ``dense_limit`` entries,
+            Arnoldi otherwise), ``"dense"`` (``torch.linalg.eigvals`` of the dense Jacobian), or ``"arnoldi"``
+            (restarted Arnoldi on jvps: the Jacobian is never formed; runs on any device).
+        tol: relative residual for Arnoldi (default ``1e-10`` in float64, ``1e-5`` in float32).
+        krylov_dim: Arnoldi basis size ``m`` (default ``max(2k + 1, k + 20)``, capped at the state size).
+        max_restarts: restart cap; a `ConvergenceWarning` says when it was hit.
+        max_bytes: memory budget of the dense path (`MemoryBudgetError` beyond it).
+
+    Returns:
+        `EigenResult`. A batched map gives one row of eigenvalues per trajectory.
+
+    References: Stewart, "A Krylov–Schur algorithm for large eigenproblems", SIAM J. Matrix Anal. Appl. 23 (2001):
+    the restart keeps an orthonormal basis of the wanted Ritz vectors' invariant subspace, as done here.
+    """
+    looped_map = as_looped_map(step, batch_dims=batch_dims).detached()
+    x = looped_map.prepare_state(x)
+    require_precision(x, "jacobian_eigenvalues")
+    looped_map.checked_step(x)
+    size = looped_map.state_size(x)
+    if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k <= 0):
+        raise ArgumentError(f"k must be a positive int or None (all eigenvalues), got {k!r}.")
+    if k is not None and k > size:
+        raise ArgumentError(f"k={k} is larger than the state size D={size}; the Jacobian has only {size} eigenvalues.")
+    if method not in ("auto", "dense", "arnoldi"):
+        raise ArgumentError(f"method must be 'auto', 'dense' or 'arnoldi', got {method!r}.")
+    if method == "auto":
+        method = "dense" if (k is None or size <= dense_limit) else "arnoldi"
+    if method == "arnoldi" and k is None:
+        raise ArgumentError("method='arnoldi' finds the top-k eigenvalues: pass k=... (or method='dense' for all).")
+    meta = {"map": looped_map.name, "dtype": str(x.dtype), "device": str(x.device), "state_size": size}
+    if method == "dense":
+        batch = int(torch.Size(looped_map.batch_shape(x)).numel())
+        check_dense_budget(batch, size, x.dtype, max_bytes, "jacobian_eigenvalues(method='dense')")
+        values = _sort_by_modulus(torch.linalg.eigvals(jacobian(looped_map, x, max_bytes=max_bytes)))
+        if k is not None:
+            values = values[..., :k]
+        return EigenResult(values=values, residuals=None, converged=True, method="dense", meta=meta)
+
+    if tol is None:
+        tol = 1e-10 if x.dtype == torch.float64 else 1e-5
+    m = krylov_dim or max(2 * k + 1, k + 20)
+    m = min(m, size)
+    if m <= k and m < size:
+        raise ArgumentError(f"krylov_dim={m} must exceed k={k}.")
+    batch_shape = looped_map.batch_shape(x)
+    flat = x.reshape(-1, *x.shape[looped_map.batch_dims :]) if looped_map.batch_dims else x.unsqueeze(0)
+    generator = torch.Generator(device=x.device).manual_seed(seed)
+    rows, residual_rows = [], []
+    restarts = matvecs = 0
+    all_converged = True
+    for b in range(flat.shape[0]):
+        # Each trajectory is its own eigenproblem; keep a batch dimension of one so the step sees its usual layout.
+        x_b = flat[b : b + 1] if looped_map.batch_dims else flat[0]
+        shape_b = x_b.shape
+
+        def matvec(v, x_b=x_b, shape_b=shape_b):
+            return jvp(looped_map, x_b, v.reshape(shape_b)).reshape(-1)
+
+        values, vectors, used_restarts, used_matvecs, converged = _krylov_schur(
+            matvec, size, k, m, tol, max_restarts, x.dtype, x.device, generator
+        )
+        residuals = _true_residuals(looped_map, x_b, values, vectors)
+        rows.append(values.detach())
+        residual_rows.append(residuals.detach())
+        restarts = max(restarts, used_restarts)
+        matvecs += used_matvecs + 2 * k
+        all_converged &= converged
+    if not all_converged:
+        warnings.warn(
+            f"Arnoldi reached max_restarts={max_restarts} before all {k} eigenvalues met tol={tol:.1e}; "
+            "see result.residuals. Raise max_restarts or krylov_dim.",
+            ConvergenceWarning,
+            stacklevel=2,
+        )
+    return EigenResult(
+        values=torch.stack(rows).reshape(*batch_shape, k),
+        residuals=torch.stack(residual_rows).reshape(*batch_shape, k),
+        converged=all_converged,
+        method="arnoldi",
+        iterations=restarts,
+        matvecs=matvecs,
+        meta={**meta, "krylov_dim": m, "tol": tol},
+    )
+
+
+def _modulus_order(values: torch.Tensor) -> torch.Tensor:
+    """Indices sorting by modulus, largest first; within equal moduli (conjugate pairs) positive Im first."""
+    by_imag = torch.argsort(values.imag, dim=-1, descending=True, stable=True)
+    by_modulus = torch.argsort(torch.gather(values.abs(), -1, by_imag), dim=-1, descending=True, stable=True)
+    return torch.gather(by_imag, -1, by_modulus)
+
+
+def _sort_by_modulus(values: torch.Tensor) -> torch.Tensor:
+    return torch.gather(values, -1, _modulus_order(values))
+
+
+def _krylov_schur(matvec, size, k, m, tol, max_restarts, dtype, device, generator):
+    """Restarted Arnoldi for the ``k`` eigenvalues of largest modulus of the operator ``matvec``.
+
+    Returns (values [k] complex, Ritz vectors [k, D] complex, restarts, matvecs, converged).
+    """
+    V = torch.zeros(m + 1, size, dtype=dtype, device=device)
+    H = torch.zeros(m + 1, m, dtype=dtype, device=device)
+    start = torch.randn(size, generator=generator, dtype=dtype, device=device)
+    V[0] = start / start.norm()
+    kept = 0
+    matvecs = 0
+    eps = torch.finfo(dtype).eps
+    for restart in range(max_restarts + 1):
+        for j in range(kept, m):
+            w = matvec(V[j])
+            matvecs += 1
+            basis = V[: j + 1]
+            coefficients = basis @ w
+            w = w - basis.T @ coefficients
+            correction = basis @ w  # second Gram-Schmidt pass
+            w = w - basis.T @ correction
+            H[: j + 1, j] = coefficients + correction
+            beta = w.norm()
+            scale = H[: j + 2, : j + 1].norm().clamp_min(eps)
+            if beta <= 10 * eps * scale:
+                # Invariant subspace: the Ritz values so far are exact. Continue in the orthogonal complement.
+                H[j + 1, j] = 0.0
+                if j + 1 < size:
+                    w = torch.randn(size, generator=generator, dtype=dtype, device=device)
+                    for _ in range(2):
+                        w = w - V[: j + 1].T @ (V[: j + 1] @ w)
+                    V[j + 1] = w / w.norm()
+                else:
+                    V[j + 1] = 0.0
+            else:
+                H[j + 1, j] = beta
+                V[j + 1] = w / beta
+        theta, Y = torch.linalg.eig(H[:m, :m])
+        order = _modulus_order(theta)
+        theta, Y = theta[order], Y[:, order]
+        Y = Y / torch.linalg.vector_norm(Y, dim=0, keepdim=True)
+        residual_row = H[m, :m].to(Y.dtype)
+        estimates = (residual_row @ Y).abs() / theta.abs().clamp_min(eps)
+        converged = bool((estimates[:k] <= tol).all()) or m == size
+        if converged or restart == max_restarts:
+            vectors = (V[:m].T.to(Y.dtype) @ Y[:, :k]).T
+            return theta[:k], vectors, restart, matvecs, converged
+        # Keep more than k vectors: the extra ones speed convergence of the wanted ones.
+        # (A conjugate pair cut in two is completed by _real_basis, hence the room of two.)
+        keep = max(min(k + (m - k) // 2, m - 2), 1)
+        W = _real_basis(theta[:keep], Y[:, :keep])
+        keep = W.shape[1]
+        new_row = H[m, :m] @ W
+        H_new = torch.zeros_like(H)
+        H_new[:keep, :keep] = W.T @ H[:m, :m] @ W
+        H_new[keep, :keep] = new_row
+        V_new = torch.zeros_like(V)
+        V_new[:keep] = W.T @ V[:m]
+        V_new[keep] = V[m]
+        H, V, kept = H_new, V_new, keep
+    raise AssertionError("unreachable")
+
+
+def _real_basis(theta: torch.Tensor, Y: torch.Tensor) -> torch.Tensor:
+    """An orthonormal real basis of the span of the Ritz vectors ``Y`` and of their complex conjugates.
+
+    A conjugate pair contributes ``Re y`` and ``Im y`` once (from its member with positive imaginary part),
+    a real eigenvalue its (real) eigenvector, so the columns are independent and the span is invariant.
+    """
+    columns = []
+    scale = theta.abs().clamp_min(torch.finfo(theta.real.dtype).tiny)
+    is_complex = theta.imag.abs() > 1e-12 * scale
+    for index in range(theta.shape[0]):
+        y = Y[:, index]
+        if not bool(is_complex[index]):
+            # Real eigenvalue: its eigenvector is real up to a complex phase; keep the larger part.
+            columns.append(y.real if y.real.norm() >= y.imag.norm() else y.imag)
+            continue
+        if theta[index].imag < 0:
+            partner = (theta[:index] - theta[index].conj()).abs() <= 1e-8 * scale[index]
+            if bool(partner.any()):
+                continue  # its conjugate already contributed Re and Im
+        columns.extend([y.real, y.imag])
+    Q, _ = torch.linalg.qr(torch.stack(columns, dim=1))
+    return Q
+
+
+def _true_residuals(looped_map, x, values, vectors):
+    """``||J y - lambda y|| / (|lambda| ||y||)`` for complex Ritz pairs, with two real jvps per pair."""
+    shape = x.shape
+    real = vectors.real.reshape(-1, *shape)
+    imag = vectors.imag.reshape(-1, *shape)
+    products = jacobian_matmat(looped_map, x, torch.cat([real, imag])).reshape(2, vectors.shape[0], -1)
+    Jy = torch.complex(products[0], products[1]) if vectors.is_complex() else products[0]
+    diff = Jy - values.unsqueeze(1) * vectors
+    return diff.norm(dim=1) / (values.abs() * vectors.norm(dim=1)).clamp_min(torch.finfo(x.dtype).tiny)

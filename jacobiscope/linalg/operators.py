@@ -1,0 +1,190 @@
+"""Matrix-free Jacobian products of a looped map at a state: ``J v`` (jvp), ``J^T u`` (vjp), and blocks of them.
+
+Vectors are shaped like the state, ``[*batch, *state]``; a block of ``k`` vectors is ``[k, *batch, *state]``.
+The Jacobian of a batched map is block diagonal (trajectories are independent), so one product applies every
+trajectory's own Jacobian to that trajectory's slice at once.
+"""
+from __future__ import annotations
+
+import contextlib
+
+import torch
+from torch.func import vjp as _func_vjp, jvp as _func_jvp, vmap
+
+from ..errors import StateError
+from ..maps import LoopedMap, as_looped_map
+
+__all__ = ["JacobianOperator", "jvp", "vjp", "jacobian_matmat", "forward_ad_context"]
+
+
+@contextlib.contextmanager
+def forward_ad_context():
+    """Run forward-mode AD through ``scaled_dot_product_attention``.
+
+    The fused SDPA kernels (flash / memory-efficient, CPU and CUDA) have no forward-AD formula; the math
+    backend does. Outside jvp-based code nothing is changed.
+    """
+    try:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+    except ImportError:  # pragma: no cover - torch < 2.3
+        yield
+        return
+    with sdpa_kernel([SDPBackend.MATH]):
+        yield
+
+
+def _translate_forward_ad_error(error: Exception, looped_map: LoopedMap) -> Exception:
+    text = str(error)
+    if "randomness" in text:
+        return RuntimeError(
+            f"The step of '{looped_map.name}' draws random numbers (dropout in training mode?), so it has no "
+            "well-defined Jacobian and vmap refuses it. Call model.eval() before building the map."
+        )
+    if "forward AD" in text or "forward-mode" in text:
+        return NotImplementedError(
+            f"Forward-mode AD (jvp) does not pass through an operation inside '{looped_map.name}': {text.splitlines()[0]}. "
+            "Switch the model to eager attention (model.set_attn_implementation('eager')) and rebuild the map, "
+            "or use the vjp-based methods (jacobian(..., method='rev'))."
+        )
+    return error
+
+
+class JacobianOperator:
+    """The Jacobian ``J = dF/dX`` of a looped map at one state, as a matrix-free operator.
+
+    Example::
+
+        >>> import torch, jacobiscope
+        >>> A = torch.tensor([[0.5, 1.0], [0.0, 2.0]], dtype=torch.float64)
+        >>> op = jacobiscope.JacobianOperator(lambda x: A @ x, torch.ones(2, dtype=torch.float64))
+        >>> op.matvec(torch.tensor([0.0, 1.0], dtype=torch.float64))
+        tensor([1., 2.], dtype=torch.float64)
+
+    Signature: ``JacobianOperator(step, x, *, batch_dims=None)``. ``step`` is a `LoopedMap` or a callable.
+
+    Methods: ``matvec(v) = J v``; ``rmatvec(u) = J^T u``; ``matmat(V)`` and ``rmatmat(U)`` for blocks
+    ``[k, *batch, *state]`` (vmapped, optional ``chunk_size``); ``output`` is ``F(x)``. The vjp's linearization is
+    built once on first use and reused, so repeated ``rmatvec`` calls do not rerun the forward.
+    """
+
+    def __init__(self, step, x: torch.Tensor, *, batch_dims: int | None = None):
+        self.map = as_looped_map(step, batch_dims=batch_dims)
+        self.x = x
+        self._vjp_fn = None
+        self._output = None
+
+    @property
+    def state_size(self) -> int:
+        return self.map.state_size(self.x)
+
+    @property
+    def batch_shape(self) -> torch.Size:
+        return self.map.batch_shape(self.x)
+
+    @property
+    def output(self) -> torch.Tensor:
+        """``F(x)``."""
+        if self._output is None:
+            self._linearize_reverse()
+        return self._output
+
+    def _linearize_reverse(self):
+        if self._vjp_fn is None:
+            with torch.enable_grad():
+                self._output, self._vjp_fn = _func_vjp(self.map.step, self.x)
+
+    def _check(self, v: torch.Tensor, name: str, block: bool) -> None:
+        expected = self.x.shape
+        got = v.shape[1:] if block else v.shape
+        if got != expected:
+            shape = f"[k, {', '.join(map(str, expected))}]" if block else str(tuple(expected))
+            raise StateError(f"{name} must have shape {shape} (the state's shape), got {tuple(v.shape)}.")
+
+    def matvec(self, v: torch.Tensor) -> torch.Tensor:
+        """``J v``."""
+        self._check(v, "v", block=False)
+        return jvp(self.map, self.x, v)
+
+    def rmatvec(self, u: torch.Tensor) -> torch.Tensor:
+        """``J^T u``."""
+        self._check(u, "u", block=False)
+        self._linearize_reverse()
+        (result,) = self._vjp_fn(u.to(self._output.dtype))
+        return result
+
+    def matmat(self, V: torch.Tensor, *, chunk_size: int | None = None) -> torch.Tensor:
+        """``J V`` for a block ``V`` of shape ``[k, *batch, *state]``."""
+        self._check(V, "V", block=True)
+        return jacobian_matmat(self.map, self.x, V, chunk_size=chunk_size)
+
+    def rmatmat(self, U: torch.Tensor, *, chunk_size: int | None = None) -> torch.Tensor:
+        """``J^T U`` for a block ``U`` of shape ``[k, *batch, *state]``."""
+        self._check(U, "U", block=True)
+        self._linearize_reverse()
+        return vmap(lambda u: self._vjp_fn(u)[0], chunk_size=chunk_size)(U)
+
+    def __repr__(self) -> str:
+        return f"JacobianOperator(map={self.map.name!r}, state_size={self.state_size}, batch={tuple(self.batch_shape)})"
+
+
+def jvp(step, x: torch.Tensor, v: torch.Tensor, *, return_output: bool = False):
+    """``J(x) v``: the Jacobian-vector product of one loop, by forward-mode AD (never forming ``J``).
+
+    Example::
+
+        >>> import torch, jacobiscope
+        >>> jacobiscope.linalg.jvp(lambda x: x ** 2, torch.tensor([3.0]), torch.tensor([1.0]))
+        tensor([6.])
+
+    Returns ``J v`` shaped like the state, or ``(F(x), J v)`` with ``return_output=True``.
+    """
+    looped_map = as_looped_map(step)
+    try:
+        with forward_ad_context():
+            output, tangent = _func_jvp(looped_map.step, (x,), (v.to(x.dtype),))
+    except (NotImplementedError, RuntimeError) as error:
+        raise _translate_forward_ad_error(error, looped_map) from error
+    return (output, tangent) if return_output else tangent
+
+
+def vjp(step, x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """``J(x)^T u``: the vector-Jacobian product of one loop, by reverse-mode AD.
+
+    Example::
+
+        >>> import torch, jacobiscope
+        >>> jacobiscope.linalg.vjp(lambda x: x.flip(0), torch.tensor([1.0, 2.0]), torch.tensor([1.0, 0.0]))
+        tensor([0., 1.])
+    """
+    looped_map = as_looped_map(step)
+    with torch.enable_grad():
+        _, vjp_fn = _func_vjp(looped_map.step, x)
+    return vjp_fn(u.to(x.dtype))[0]
+
+
+def jacobian_matmat(step, x: torch.Tensor, V: torch.Tensor, *, chunk_size: int | None = None, return_output: bool = False):
+    """``J(x) V`` for a block of ``k`` tangent vectors ``V: [k, *batch, *state]``: ``k`` jvps under ``vmap``.
+
+    Example::
+
+        >>> import torch, jacobiscope
+        >>> V = torch.eye(2).reshape(2, 2)
+        >>> jacobiscope.linalg.jacobian_matmat(lambda x: 3 * x, torch.zeros(2), V)
+        tensor([[3., 0.],
+                [0., 3.]])
+
+    With ``return_output=True`` also returns ``F(x)``: inside ``vmap`` the primal is computed once, so the
+    step comes for free with the tangents.
+    """
+    looped_map = as_looped_map(step)
+    V = V.to(x.dtype)
+
+    def one(v):
+        return _func_jvp(looped_map.step, (x,), (v,))
+
+    try:
+        with forward_ad_context():
+            outputs, tangents = vmap(one, chunk_size=chunk_size)(V)
+    except (NotImplementedError, RuntimeError) as error:
+        raise _translate_forward_ad_error(error, looped_map) from error
+    return (outputs[0], tangents) if return_output else tangents

@@ -1,0 +1,365 @@
+"""`LoopedMap`: a looped (recurrent) map ``X_{t+1} = F(X_t)`` on a tensor state.
+
+Everything downstream (Jacobian operators, spectra, Lyapunov exponents, energies) takes a `LoopedMap`, or any
+callable that `as_looped_map` turns into one, and knows nothing about where the map came from.
+"""
+from __future__ import annotations
+
+import copy
+import math
+import warnings
+from typing import Callable, Mapping
+
+import torch
+from torch import nn
+
+from .errors import ArgumentError, NonFiniteWarning, StateError, StepOutputError
+
+__all__ = ["LoopedMap", "as_looped_map"]
+
+_HALF_DTYPES = (torch.float16, torch.bfloat16)
+
+
+class LoopedMap:
+    """A step function ``state -> state`` applied again and again.
+
+    Example::
+
+        >>> import torch, jacobiscope
+        >>> logistic = jacobiscope.LoopedMap(lambda x: 4.0 * x * (1.0 - x))
+        >>> logistic.trajectory(torch.tensor(0.3, dtype=torch.float64), steps=2)
+        tensor([0.3000, 0.8400, 0.5376], dtype=torch.float64)
+
+    Signature: ``LoopedMap(step, *, batch_dims=0, state_shape=None, drive=None, x0=None, name=None)``
+
+    Arguments:
+        step: an ``nn.Module`` (called with its parameters passed functionally through
+            ``torch.func.functional_call``, so they are never baked in as constants and can be swapped with
+            `with_params`, e.g. to differentiate through the map with respect to the weights) or any callable
+            taking and returning one tensor of the same shape and dtype. The step must treat the leading
+            ``batch_dims`` dimensions as independent trajectories (no batch-norm style mixing).
+        batch_dims: how many leading dimensions of a state index independent trajectories. Every diagnostic
+            then returns one result per trajectory.
+        state_shape: the shape of one trajectory's state (without batch dimensions); checked when given.
+        drive: optional callable ``X -> Y_t``, the drive of the update (for attention maps ``Y = Attn(X) + C``),
+            used by `jacobiscope.pseudo_energy`. A bound method of ``step`` follows the map through `to`.
+        x0: optional default initial state, used when a diagnostic is called without one.
+        name: a label carried into results and reports.
+
+    Calling the map, ``m(x)``, and ``m.step(x)`` both apply one loop. The constructor only stores its
+    arguments; nothing is run until a state is given.
+    """
+
+    def __init__(
+        self,
+        step: Callable[[torch.Tensor], torch.Tensor] | nn.Module,
+        *,
+        batch_dims: int = 0,
+        state_shape: tuple[int, ...] | torch.Size | None = None,
+        drive: Callable[[torch.Tensor], torch.Tensor] | None = None,
+        x0: torch.Tensor | None = None,
+        name: str | None = None,
+    ):
+        if isinstance(step, LoopedMap):
+            raise TypeError("step is already a LoopedMap; use it directly (or jacobiscope.as_looped_map).")
+        if not callable(step):
+            raise TypeError(
+                f"LoopedMap needs a callable or an nn.Module as its step, got {type(step).__name__}."
+            )
+        if not isinstance(batch_dims, int) or batch_dims < 0:
+            raise ArgumentError(f"batch_dims must be a non-negative int, got {batch_dims!r}.")
+        self.module = step if isinstance(step, nn.Module) else None
+        self._function = None if self.module is not None else step
+        self.params: dict[str, torch.Tensor] | None = None
+        if self.module is not None:
+            self.params = {**dict(self.module.named_parameters()), **dict(self.module.named_buffers())}
+            _warn_if_random(self.module)
+        self.batch_dims = batch_dims
+        self.state_shape = None if state_shape is None else torch.Size(state_shape)
+        self.drive_function = drive
+        self.x0 = x0
+        self.name = name or _default_name(step)
+        self._dtype: torch.dtype | None = None
+        self._device: torch.device | None = None
+
+    # ------------------------------------------------------------------ applying the map
+    def step(self, x: torch.Tensor) -> torch.Tensor:
+        """Apply one loop: return ``F(x)``. Pure, so it composes with ``torch.func`` transforms."""
+        if self.module is not None:
+            return torch.func.functional_call(self.module, self.params, (x,))
+        return self._function(x)
+
+    __call__ = step
+
+    def drive(self, x: torch.Tensor) -> torch.Tensor:
+        """The drive ``Y_t`` at state ``x`` (see `jacobiscope.pseudo_energy`)."""
+        if self.drive_function is None:
+            raise AttributeError(
+                f"The map '{self.name}' exposes no drive Y_t, so its pseudo-energy -Tr(X^T Y) is undefined. "
+                "Pass drive=... to LoopedMap (for attention maps, Y = Attn(X) + C)."
+            )
+        return self.drive_function(x)
+
+    def trajectory(
+        self,
+        x0: torch.Tensor | None = None,
+        steps: int = 1,
+        *,
+        every: int = 1,
+        include_initial: bool = True,
+        on_nonfinite: str = "warn",
+    ) -> torch.Tensor:
+        """Iterate the map and return the visited states.
+
+        Example::
+
+            >>> import torch, jacobiscope
+            >>> m = jacobiscope.LoopedMap(lambda x: 0.5 * x)
+            >>> m.trajectory(torch.ones(2), steps=4, every=2)
+            tensor([[1.0000, 1.0000],
+                    [0.2500, 0.2500],
+                    [0.0625, 0.0625]])
+
+        Arguments:
+            x0: initial state (``[*batch, *state]``); defaults to ``self.x0``.
+            steps: number of loops (> 0).
+            every: keep only every ``every``-th state, to bound memory on long runs.
+            include_initial: whether ``x0`` is the first returned state.
+            on_nonfinite: ``"warn"`` (default: stop at the first NaN/Inf state, warn with its step index, and
+                return the states up to and including it), ``"raise"`` (`NonFiniteStateError`), or ``"ignore"``.
+
+        Returns:
+            A tensor ``[n_kept, *batch, *state]``; state ``t`` of the orbit is row ``t // every`` (with the
+            initial state included).
+        """
+        x = self.prepare_state(x0)
+        steps = _positive_int(steps, "steps")
+        every = _positive_int(every, "every")
+        if on_nonfinite not in ("warn", "raise", "ignore"):
+            raise ArgumentError(f"on_nonfinite must be 'warn', 'raise' or 'ignore', got {on_nonfinite!r}.")
+        kept = [x] if include_initial else []
+        with torch.no_grad():
+            for t in range(1, steps + 1):
+                x = self.checked_step(x, t) if t == 1 else self.step(x)
+                if t % every == 0:
+                    kept.append(x)
+                if on_nonfinite != "ignore" and not bool(torch.isfinite(x).all()):
+                    if t % every != 0:
+                        kept.append(x)
+                    report_nonfinite(self, t, on_nonfinite)
+                    break
+        return torch.stack(kept)
+
+    # ------------------------------------------------------------------ dtype / device / parameters
+    def to(self, dtype: torch.dtype | None = None, device: torch.device | str | None = None) -> "LoopedMap":
+        """Return a copy of the map computing in ``dtype`` on ``device`` (the original is untouched).
+
+        For an ``nn.Module`` step the module is copied and its parameters cast, so ``m.to(torch.float64)``
+        gives reference-quality numbers. A plain callable cannot be cast from outside: the copy casts the
+        states it is given, and the callable must follow the dtype of its input.
+        """
+        if dtype is not None and (not dtype.is_floating_point):
+            raise StateError(f"LoopedMap.to needs a floating dtype, got {dtype}. Use torch.float32 or torch.float64.")
+        new = copy.copy(self)
+        if self.module is not None:
+            module = copy.deepcopy(self.module)
+            module.to(device=device, dtype=dtype)
+            new.module = module
+            new.params = {**dict(module.named_parameters()), **dict(module.named_buffers())}
+            new.drive_function = _rebind(self.drive_function, self.module, module)
+        new._dtype = dtype or self._dtype
+        new._device = torch.device(device) if device is not None else self._device
+        if self.x0 is not None:
+            new.x0 = self.x0.to(device=new._device or self.x0.device, dtype=new._dtype or self.x0.dtype)
+        return new
+
+    def with_params(self, params: Mapping[str, torch.Tensor]) -> "LoopedMap":
+        """Return a map that calls the module with ``params`` (a name -> tensor dict, possibly partial).
+
+        This is how gradients flow to the weights, e.g. ``torch.func.grad`` of a Jacobian penalty.
+        """
+        if self.module is None:
+            raise TypeError("with_params needs a LoopedMap built from an nn.Module; this one wraps a plain callable.")
+        unknown = set(params) - set(self.params)
+        if unknown:
+            raise KeyError(f"Unknown parameter names {sorted(unknown)[:5]}; the module has e.g. {sorted(self.params)[:5]}.")
+        new = copy.copy(self)
+        new.params = {**self.params, **params}
+        return new
+
+    def detached(self) -> "LoopedMap":
+        """Return a map whose parameters are detached from autograd (diagnostics need no weight gradients).
+
+        Without this, every jvp/vjp through a module with ``requires_grad`` weights would also record a graph
+        for the weights. A plain callable is returned as is.
+        """
+        if self.module is None:
+            return self
+        new = copy.copy(self)
+        new.params = {name: tensor.detach() for name, tensor in self.params.items()}
+        return new
+
+    @property
+    def dtype(self) -> torch.dtype | None:
+        """The dtype the map computes in (``None``: whatever the state brings)."""
+        return self._dtype
+
+    # ------------------------------------------------------------------ states
+    def prepare_state(self, x: torch.Tensor | None) -> torch.Tensor:
+        """Validate a state (or fall back to ``self.x0``) and cast it to the map's dtype/device.
+
+        Raises `StateError` for a non-tensor, an integer or complex dtype, too few dimensions, a shape that
+        disagrees with ``state_shape``, or NaN/Inf entries.
+        """
+        if x is None:
+            if self.x0 is None:
+                raise StateError(
+                    f"No initial state: pass x0, or build the map '{self.name}' with x0=... "
+                    "(adapters set it to the hidden state entering the layer)."
+                )
+            x = self.x0
+        if not isinstance(x, torch.Tensor):
+            raise StateError(f"A state must be a torch.Tensor, got {type(x).__name__}. Wrap it with torch.as_tensor(...).")
+        if not x.dtype.is_floating_point:
+            raise StateError(
+                f"A state must have a floating dtype to be differentiated, got {x.dtype}. "
+                "Pass x.float() or x.double() (float64 for reference-quality numbers)."
+            )
+        if x.dim() < self.batch_dims:
+            raise StateError(
+                f"The map '{self.name}' has batch_dims={self.batch_dims}, but the state has only {x.dim()} "
+                f"dimension(s) (shape {tuple(x.shape)})."
+            )
+        if self.state_shape is not None and x.shape[self.batch_dims:] != self.state_shape:
+            raise StateError(
+                f"Expected a state of shape [*batch({self.batch_dims} dims), {', '.join(map(str, self.state_shape))}], "
+                f"got {tuple(x.shape)}."
+            )
+        if self._dtype is not None or self._device is not None:
+            x = x.to(dtype=self._dtype or x.dtype, device=self._device or x.device)
+        if not bool(torch.isfinite(x).all()):
+            raise StateError(
+                f"The initial state contains NaN or Inf ({int((~torch.isfinite(x)).sum())} entries). "
+                "Check the inputs that produced it."
+            )
+        return x
+
+    def checked_step(self, x: torch.Tensor, t: int = 1) -> torch.Tensor:
+        """Apply one loop outside any transform and check that the result is a state like ``x``."""
+        out = self.step(x)
+        check_step_output(self, x, out, t)
+        return out
+
+    def batch_shape(self, x: torch.Tensor) -> torch.Size:
+        return x.shape[: self.batch_dims]
+
+    def state_size(self, x: torch.Tensor) -> int:
+        """Number of entries of one trajectory's state, ``D``: the Jacobian is ``D x D``."""
+        return math.prod(x.shape[self.batch_dims :])
+
+    def __repr__(self) -> str:
+        kind = type(self.module).__name__ if self.module is not None else "callable"
+        return f"LoopedMap(name={self.name!r}, step={kind}, batch_dims={self.batch_dims}, dtype={self._dtype})"
+
+
+def as_looped_map(step, *, batch_dims: int | None = None) -> LoopedMap:
+    """Return ``step`` as a `LoopedMap` (unchanged if it already is one).
+
+    Example::
+
+        >>> import jacobiscope
+        >>> jacobiscope.as_looped_map(lambda x: x, batch_dims=1).batch_dims
+        1
+    """
+    if isinstance(step, LoopedMap):
+        if batch_dims is not None and batch_dims != step.batch_dims:
+            new = copy.copy(step)
+            new.batch_dims = batch_dims
+            return new
+        return step
+    return LoopedMap(step, batch_dims=batch_dims or 0)
+
+
+def check_step_output(looped_map: LoopedMap, x: torch.Tensor, out, t: int = 1) -> None:
+    """Raise `StepOutputError` unless ``out`` is a tensor with the shape, dtype and device of ``x``."""
+    where = f"The step of '{looped_map.name}' (loop {t})"
+    if isinstance(out, (tuple, list)):
+        raise StepOutputError(
+            f"{where} returned a {type(out).__name__} of {len(out)} items; a LoopedMap step must return one tensor "
+            "shaped like its input. If the first item is the new state, wrap it: lambda x: f(x)[0]."
+        )
+    if not isinstance(out, torch.Tensor):
+        raise StepOutputError(f"{where} returned {type(out).__name__}; it must return a torch.Tensor shaped like its input.")
+    if out.shape != x.shape:
+        raise StepOutputError(
+            f"{where} changed the state's shape: expected {tuple(x.shape)}, got {tuple(out.shape)}. "
+            "A looped map must return a state of the same shape as its input."
+        )
+    if out.dtype != x.dtype:
+        raise StepOutputError(
+            f"{where} returned {out.dtype} for a {x.dtype} state. Build the LoopedMap from the nn.Module so "
+            "LoopedMap.to(dtype) can cast its parameters, or cast inside your function."
+        )
+    if out.device != x.device:
+        raise StepOutputError(f"{where} moved the state from {x.device} to {out.device}; keep it on one device.")
+
+
+def report_nonfinite(looped_map: LoopedMap, t: int, action: str) -> None:
+    """Warn (``action="warn"``) or raise `NonFiniteStateError` for a NaN/Inf state first seen at loop ``t``."""
+    from .errors import NonFiniteStateError
+
+    message = (
+        f"The trajectory of '{looped_map.name}' became NaN/Inf at loop {t}. The map diverges (or overflows) from "
+        "this state: try float64 (LoopedMap.to(torch.float64)), a smaller step size, or a normalized map."
+    )
+    if action == "raise":
+        raise NonFiniteStateError(message, step=t)
+    warnings.warn(message, NonFiniteWarning, stacklevel=3)
+
+
+def require_precision(x: torch.Tensor, what: str) -> None:
+    """Refuse half precision where rounding would swamp the quantity being measured."""
+    if x.dtype in _HALF_DTYPES:
+        raise StateError(
+            f"{what} needs float32 or float64, got {x.dtype}: half precision rounding (~1e-3) swamps the "
+            "measurement. Pass dtype=torch.float32 (or torch.float64 for reference numbers)."
+        )
+
+
+def _positive_int(value, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ArgumentError(f"{name} must be a positive int, got {value!r}.")
+    return value
+
+
+def _default_name(step) -> str:
+    if isinstance(step, nn.Module):
+        return type(step).__name__
+    return getattr(step, "__qualname__", None) or getattr(step, "__name__", None) or type(step).__name__
+
+
+def _rebind(function, old_owner, new_owner):
+    """Rebind a method bound to ``old_owner`` (or one of its submodules) to its counterpart in ``new_owner``."""
+    owner = getattr(function, "__self__", None)
+    if owner is None or not isinstance(owner, nn.Module):
+        return function
+    if owner is old_owner:
+        return function.__func__.__get__(new_owner)
+    for name, module in old_owner.named_modules():
+        if module is owner:
+            return function.__func__.__get__(new_owner.get_submodule(name))
+    return function
+
+
+def _warn_if_random(module: nn.Module) -> None:
+    if not module.training:
+        return
+    for sub in module.modules():
+        if isinstance(sub, nn.modules.dropout._DropoutNd) and sub.p > 0:
+            warnings.warn(
+                f"{type(module).__name__} is in training mode with dropout p={sub.p}: the map is random, so its "
+                "Jacobian is that of one random draw. Call module.eval() before building the LoopedMap.",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+            return

@@ -1,0 +1,211 @@
+"""Ready-made looped maps: the classical reference systems, and a random looped self-attention (ItrSA form).
+
+The classical maps have known exponents (logistic r=4: ln 2; Hénon 1.4/0.3: 0.4192, -1.6232; linear maps:
+log|eigenvalues|), so they calibrate the engine; the attention map is the smallest honest stand-in for a looped
+transformer block and the bundled default of the engine demo.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from .maps import LoopedMap
+
+__all__ = ["logistic_map", "henon_map", "linear_map", "self_attention_map", "LoopedSelfAttention"]
+
+
+class _Logistic(nn.Module):
+    def __init__(self, r: float):
+        super().__init__()
+        self.register_buffer("r", torch.tensor(float(r), dtype=torch.float64))
+
+    def forward(self, x):
+        return self.r * x * (1 - x)
+
+
+class _Henon(nn.Module):
+    def __init__(self, a: float, b: float):
+        super().__init__()
+        self.register_buffer("a", torch.tensor(float(a), dtype=torch.float64))
+        self.register_buffer("b", torch.tensor(float(b), dtype=torch.float64))
+
+    def forward(self, x):
+        first = 1 - self.a * x[..., 0] ** 2 + x[..., 1]
+        second = self.b * x[..., 0]
+        return torch.stack([first, second], dim=-1)
+
+
+class _Linear(nn.Module):
+    def __init__(self, matrix: torch.Tensor):
+        super().__init__()
+        self.register_buffer("matrix", matrix)
+
+    def forward(self, x):
+        return x @ self.matrix.T
+
+
+def logistic_map(r: float = 4.0, *, batch: int | None = None, seed: int = 0) -> LoopedMap:
+    """The logistic map ``x -> r x (1 - x)`` in float64; at ``r = 4`` its exponent is exactly ``ln 2``.
+
+    Example::
+
+        >>> import jacobiscope
+        >>> m = jacobiscope.systems.logistic_map()
+        >>> float(m(m.x0))
+        0.84
+
+    ``batch=n`` gives ``n`` independent trajectories (``batch_dims=1``) started uniformly in (0.05, 0.95).
+    """
+    if batch is None:
+        return LoopedMap(_Logistic(r), x0=torch.tensor(0.3, dtype=torch.float64), name=f"logistic(r={r})")
+    generator = torch.Generator().manual_seed(seed)
+    x0 = 0.05 + 0.9 * torch.rand(batch, generator=generator, dtype=torch.float64)
+    return LoopedMap(_Logistic(r), batch_dims=1, x0=x0, name=f"logistic(r={r})")
+
+
+def henon_map(a: float = 1.4, b: float = 0.3, *, batch: int | None = None, seed: int = 0) -> LoopedMap:
+    """The Hénon map ``(x, y) -> (1 - a x^2 + y, b x)`` in float64.
+
+    Example::
+
+        >>> import jacobiscope
+        >>> m = jacobiscope.systems.henon_map()
+        >>> m(m.x0).tolist()
+        [1.086, 0.03]
+
+    At ``a = 1.4, b = 0.3`` the exponents are about 0.4192 and -1.6232 (Sprott) and sum to ``ln 0.3`` exactly
+    (``|det J| = b`` everywhere). ``batch=n`` starts ``n`` trajectories near the origin, inside the basin.
+    """
+    name = f"henon(a={a}, b={b})"
+    if batch is None:
+        return LoopedMap(_Henon(a, b), x0=torch.tensor([0.1, 0.1], dtype=torch.float64), name=name)
+    generator = torch.Generator().manual_seed(seed)
+    x0 = 0.1 + 0.05 * torch.randn(batch, 2, generator=generator, dtype=torch.float64)
+    return LoopedMap(_Henon(a, b), batch_dims=1, x0=x0, name=name)
+
+
+def linear_map(matrix: torch.Tensor, *, x0: torch.Tensor | None = None) -> LoopedMap:
+    """The linear map ``x -> A x`` (on the last dimension, so leading dims may be a batch).
+
+    Example::
+
+        >>> import torch, jacobiscope
+        >>> m = jacobiscope.systems.linear_map(torch.diag(torch.tensor([1.1, 0.8], dtype=torch.float64)))
+        >>> m(torch.ones(2, dtype=torch.float64)).tolist()
+        [1.1, 0.8]
+
+    Its Lyapunov exponents are ``log |eigenvalues of A|``; its Jacobian is ``A`` everywhere.
+    """
+    matrix = torch.as_tensor(matrix)
+    if matrix.dim() != 2 or matrix.shape[0] != matrix.shape[1]:
+        raise ValueError(f"linear_map needs a square matrix, got shape {tuple(matrix.shape)}.")
+    if x0 is None:
+        x0 = torch.ones(matrix.shape[0], dtype=matrix.dtype)
+    return LoopedMap(_Linear(matrix), x0=x0, name=f"linear({matrix.shape[0]}x{matrix.shape[0]})")
+
+
+class LoopedSelfAttention(nn.Module):
+    """One looped multi-head self-attention step in the ItrSA form ``X <- Norm(X + eta (MSA(X) + C))``.
+
+    Example::
+
+        >>> import torch, jacobiscope
+        >>> block = jacobiscope.systems.LoopedSelfAttention(dim=8, heads=2, eta=0.5)
+        >>> block(torch.randn(4, 8)).shape
+        torch.Size([4, 8])
+
+    ``X`` is ``[*batch, tokens, dim]``; ``C`` (``injection``, a buffer, default zero) is the input injection
+    of a looped solver; ``norm`` is ``"rmsnorm"`` (learnable gain, as in the paper), ``"layernorm"`` or
+    ``"none"``. Attention is written out (no fused kernel), so forward-mode AD and ``vmap`` pass through it.
+    `drive` returns ``Y = MSA(X) + C``, whose pseudo-energy is ``-Tr(X^T Y)``.
+    """
+
+    def __init__(self, dim: int, heads: int = 1, eta: float = 1.0, norm: str = "rmsnorm", bias: bool = False,
+                 eps: float = 1e-6):
+        super().__init__()
+        if dim % heads:
+            raise ValueError(f"dim={dim} must be divisible by heads={heads}.")
+        if norm not in ("rmsnorm", "layernorm", "none"):
+            raise ValueError(f"norm must be 'rmsnorm', 'layernorm' or 'none', got {norm!r}.")
+        self.dim, self.heads, self.eta, self.norm, self.eps = dim, heads, float(eta), norm, eps
+        self.query = nn.Linear(dim, dim, bias=bias)
+        self.key = nn.Linear(dim, dim, bias=bias)
+        self.value = nn.Linear(dim, dim, bias=bias)
+        self.output = nn.Linear(dim, dim, bias=bias)
+        self.gain = nn.Parameter(torch.ones(dim))
+        self.register_buffer("injection", torch.zeros(()))
+
+    def attention(self, x: torch.Tensor) -> torch.Tensor:
+        *batch, tokens, dim = x.shape
+        head_dim = dim // self.heads
+
+        def split(t):
+            return t.reshape(*batch, tokens, self.heads, head_dim).transpose(-2, -3)
+
+        q, k, v = split(self.query(x)), split(self.key(x)), split(self.value(x))
+        scores = q @ k.transpose(-1, -2) / math.sqrt(head_dim)
+        mixed = torch.softmax(scores, dim=-1) @ v
+        return self.output(mixed.transpose(-2, -3).reshape(*batch, tokens, dim))
+
+    def drive(self, x: torch.Tensor) -> torch.Tensor:
+        return self.attention(x) + self.injection
+
+    def normalize(self, z: torch.Tensor) -> torch.Tensor:
+        if self.norm == "rmsnorm":
+            return self.gain * z * torch.rsqrt(z.pow(2).mean(-1, keepdim=True) + self.eps)
+        if self.norm == "layernorm":
+            centered = z - z.mean(-1, keepdim=True)
+            return self.gain * centered * torch.rsqrt(centered.pow(2).mean(-1, keepdim=True) + self.eps)
+        return z
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.normalize(x + self.eta * self.drive(x))
+
+
+def self_attention_map(
+    tokens: int = 16,
+    dim: int = 32,
+    heads: int = 4,
+    *,
+    eta: float = 1.0,
+    norm: str = "rmsnorm",
+    weight_scale: float = 1.0,
+    injection: bool = False,
+    batch: int | None = None,
+    seed: int = 0,
+    dtype: torch.dtype = torch.float32,
+) -> LoopedMap:
+    """A random looped self-attention map in the ItrSA form, with a random unit-RMS initial state.
+
+    Example::
+
+        >>> import jacobiscope
+        >>> m = jacobiscope.systems.self_attention_map(tokens=4, dim=8, heads=2)
+        >>> tuple(m.x0.shape), m(m.x0).shape == m.x0.shape
+        ((4, 8), True)
+
+    Weights are Gaussian with standard deviation ``weight_scale / sqrt(dim)`` (so ``weight_scale`` sets the
+    weights' spectral scale); ``injection=True`` adds a random input injection ``C``. ``batch=n`` gives ``n``
+    independent initial states (``batch_dims=1``). The map has a drive, so `pseudo_energy` works on it.
+    """
+    generator = torch.Generator().manual_seed(seed)
+    block = LoopedSelfAttention(dim, heads, eta=eta, norm=norm)
+    with torch.no_grad():
+        for linear in (block.query, block.key, block.value, block.output):
+            linear.weight.copy_(torch.randn(dim, dim, generator=generator) * weight_scale / math.sqrt(dim))
+        if injection:
+            block.injection = torch.randn(tokens, dim, generator=generator)
+    block = block.to(dtype).eval()
+    shape = (tokens, dim) if batch is None else (batch, tokens, dim)
+    x0 = torch.randn(*shape, generator=generator).to(dtype)
+    x0 = x0 * torch.rsqrt(x0.pow(2).mean(-1, keepdim=True))
+    return LoopedMap(
+        block,
+        batch_dims=0 if batch is None else 1,
+        state_shape=(tokens, dim),
+        drive=block.drive,
+        x0=x0,
+        name=f"self_attention(tokens={tokens}, dim={dim}, heads={heads}, eta={eta}, norm={norm})",
+    )
