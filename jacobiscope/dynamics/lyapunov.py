@@ -197,8 +197,9 @@ def _initial_frame(x, batch, size, k, seed, tangents, looped_map):
             raise ArgumentError(f"tangents must have shape {list(expected)} ([k, *batch, *state]), got {list(tangents.shape)}.")
         Y = tangents.to(x.dtype).reshape(k, batch, size).permute(1, 2, 0)
     else:
+        # Drawn in float64 whatever the compute dtype, so float32 and float64 runs start from the same frame.
         generator = torch.Generator(device=x.device).manual_seed(seed)
-        Y = torch.randn(batch, size, k, generator=generator, dtype=x.dtype, device=x.device)
+        Y = torch.randn(batch, size, k, generator=generator, dtype=torch.float64, device=x.device).to(x.dtype)
     Q, _ = _orthonormalize(Y)
     return Q
 
