@@ -1,0 +1,35 @@
+"""The wheel carries the top-level data folders, and the public names are importable."""
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import jacobiscope
+from jacobiscope._resources import shipped_folder
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_public_names_are_exported():
+    for name in ("LoopedMap", "jacobian", "spectral_norm", "jacobian_eigenvalues", "lyapunov_spectrum",
+                 "oscillation_measures", "pseudo_energy", "JacobianOperator"):
+        assert name in jacobiscope.__all__ and hasattr(jacobiscope, name)
+
+
+def test_shipped_folders_are_found():
+    assert (shipped_folder("adapters") / "README.md").is_file()
+    assert (shipped_folder("hub_configs") / "README.md").is_file()
+
+
+def test_wheel_contains_adapters_and_hub_configs(tmp_path):
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path), str(ROOT)],
+        check=True,
+    )
+    (wheel,) = tmp_path.glob("jacobiscope-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for folder in ("adapters", "hub_configs"):
+        expected = {f"jacobiscope/_shipped/{folder}/{p.relative_to(ROOT / folder).as_posix()}"
+                    for p in (ROOT / folder).rglob("*") if p.is_file() and "__pycache__" not in p.parts}
+        assert expected and expected <= names, sorted(expected - names)
+    assert "jacobiscope/dynamics/lyapunov.py" in names
