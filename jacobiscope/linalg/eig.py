@@ -9,7 +9,7 @@ import torch
 from ..errors import ArgumentError, ConvergenceWarning
 from ..maps import as_looped_map, require_precision
 from .dense import DEFAULT_MAX_BYTES, check_dense_budget, jacobian
-from .operators import jacobian_matmat, jvp
+from .operators import jacobian_matmat
 
 __all__ = ["jacobian_eigenvalues", "EigenResult", "DENSE_LIMIT"]
 
@@ -118,23 +118,23 @@ def jacobian_eigenvalues(
     if m <= k and m < size:
         raise ArgumentError(f"krylov_dim={m} must exceed k={k}.")
     batch_shape = looped_map.batch_shape(x)
-    flat = x.reshape(-1, *x.shape[looped_map.batch_dims :]) if looped_map.batch_dims else x.unsqueeze(0)
+    batch = int(torch.Size(batch_shape).numel())
     generator = torch.Generator(device=x.device).manual_seed(seed)
     rows, residual_rows = [], []
     restarts = matvecs = 0
     all_converged = True
-    for b in range(flat.shape[0]):
-        # Each trajectory is its own eigenproblem; keep a batch dimension of one so the step sees its usual layout.
-        x_b = flat[b : b + 1] if looped_map.batch_dims else flat[0]
-        shape_b = x_b.shape
+    for b in range(batch):
+        # Each trajectory is its own eigenproblem. Its products run on the whole batch with zero tangents
+        # elsewhere, because a map built by capture and replay (masks, rotary tables) only accepts its own batch.
+        block_product = _trajectory_products(looped_map, x, b, batch, size)
 
-        def matvec(v, x_b=x_b, shape_b=shape_b):
-            return jvp(looped_map, x_b, v.reshape(shape_b)).reshape(-1)
+        def matvec(v, block_product=block_product):
+            return block_product(v.unsqueeze(0))[0]
 
         values, vectors, used_restarts, used_matvecs, converged = _krylov_schur(
             matvec, size, k, m, tol, max_restarts, x.dtype, x.device, generator
         )
-        residuals = _true_residuals(looped_map, x_b, values, vectors)
+        residuals = _true_residuals(block_product, values, vectors)
         rows.append(values.detach())
         residual_rows.append(residuals.detach())
         restarts = max(restarts, used_restarts)
@@ -256,12 +256,21 @@ def _real_basis(theta: torch.Tensor, Y: torch.Tensor) -> torch.Tensor:
     return Q
 
 
-def _true_residuals(looped_map, x, values, vectors):
+def _trajectory_products(looped_map, x, index, batch, size):
+    """``V -> J_index V`` for a block ``V [n, D]`` of tangents of trajectory ``index`` (others held at zero)."""
+
+    def products(V):
+        tangents = torch.zeros(V.shape[0], batch, size, dtype=x.dtype, device=x.device)
+        tangents[:, index] = V
+        out = jacobian_matmat(looped_map, x, tangents.reshape(V.shape[0], *x.shape))
+        return out.reshape(V.shape[0], batch, size)[:, index]
+
+    return products
+
+
+def _true_residuals(block_product, values, vectors):
     """``||J y - lambda y|| / (|lambda| ||y||)`` for complex Ritz pairs, with two real jvps per pair."""
-    shape = x.shape
-    real = vectors.real.reshape(-1, *shape)
-    imag = vectors.imag.reshape(-1, *shape)
-    products = jacobian_matmat(looped_map, x, torch.cat([real, imag])).reshape(2, vectors.shape[0], -1)
-    Jy = torch.complex(products[0], products[1]) if vectors.is_complex() else products[0]
+    products = block_product(torch.cat([vectors.real, vectors.imag])).reshape(2, vectors.shape[0], -1)
+    Jy = torch.complex(products[0], products[1])
     diff = Jy - values.unsqueeze(1) * vectors
-    return diff.norm(dim=1) / (values.abs() * vectors.norm(dim=1)).clamp_min(torch.finfo(x.dtype).tiny)
+    return diff.norm(dim=1) / (values.abs() * vectors.norm(dim=1)).clamp_min(torch.finfo(products.dtype).tiny)
