@@ -409,13 +409,26 @@ CASES = {
 }
 
 
+def canary_ms() -> float:
+    """Median time of a fixed small workload (a 512 x 512 fp32 matmul): a contention gauge.
+
+    The machine is a shared VM whose steal time is not reported; a canary several times slower than in a quiet
+    moment (about 0.8 ms on this 2-vCPU Xeon VM when quiet) means that the case around it ran under contention.
+    """
+    a = torch.randn(512, 512, generator=torch.Generator().manual_seed(0))
+    return 1e3 * median_time(lambda: a @ a, 50, warmup=5)[0]
+
+
 def run_case(name: str, args) -> dict:
     shape = QUICK if args.quick else FULL
-    start_load = loadavg()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    start_load, start_canary = loadavg(), canary_ms()
     wall_start = time.perf_counter()
     out = CASES[name](shape, args)
     out["case_wall_seconds"] = time.perf_counter() - wall_start
     out["loadavg_start"], out["loadavg_end"] = start_load, loadavg()
+    out["canary_ms_start"], out["canary_ms_end"] = start_canary, canary_ms()
     out["torch_num_threads"] = torch.get_num_threads()
     return out
 
@@ -424,6 +437,8 @@ def run_case(name: str, args) -> dict:
 def run_subprocess(name: str, args) -> dict:
     command = [sys.executable, str(Path(__file__).resolve()), "--case", name, "--json",
                "--repeats", str(args.repeats), "--steps", str(args.steps)]
+    if args.threads:
+        command += ["--threads", str(args.threads)]
     if args.quick:
         command.append("--quick")
     print(f"[bench] {name} ...", file=sys.stderr, flush=True)
@@ -536,6 +551,11 @@ def markdown_table(record: dict) -> str:
             f"{lf['one_forward_ms']:.2f} / {lf['one_jvp_ms']:.2f} / {lf['one_vjp_ms']:.2f} ms")
         add("x + 1.0 on the state: forward / under torch.func.jvp",
             f"{lf['x_plus_scalar_forward_us']:.0f} / {lf['x_plus_scalar_jvp_us']:.0f} us")
+    canaries = [value for case in cases.values() for key in ("canary_ms_start", "canary_ms_end")
+                if (value := case.get(key)) is not None]
+    if canaries:
+        add("Contention canary (512x512 fp32 matmul) at case starts/ends, min - max",
+            f"{min(canaries):.2f} - {max(canaries):.2f} ms")
     lines = ["| Measurement | Measured | Target | Verdict |", "|---|---|---|---|"]
     lines += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows]
     return "\n".join(lines)
@@ -549,6 +569,7 @@ def main(argv=None) -> int:
     parser.add_argument("--json", action="store_true", help="with --case: print the result as one JSON line")
     parser.add_argument("--repeats", type=int, default=5, help="repeats of the cheap cases (median reported)")
     parser.add_argument("--steps", type=int, default=FORWARD_T, help="T of the top-1-vs-forward case")
+    parser.add_argument("--threads", type=int, help="torch.set_num_threads in every case (default: torch's default)")
     parser.add_argument("--out", type=Path, help="JSON output (default benchmarks/out/engine[_quick].json)")
     args = parser.parse_args(argv)
 
@@ -571,7 +592,7 @@ def main(argv=None) -> int:
         "quick": args.quick,
         "map": {**shape, **MAP_KWARGS, "state_size": state_size(shape), "transient": TRANSIENT},
         "settings": {"chunk_size": CHUNK, "lyap_k": LYAP_K, "lyap_steps": LYAP_STEPS, "forward_T": args.steps,
-                     "repeats": args.repeats},
+                     "repeats": args.repeats, "threads": args.threads or torch.get_num_threads()},
         "targets": TARGETS,
         "machine": machine_info(),
         "loadavg_start": loadavg(),

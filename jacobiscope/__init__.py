@@ -9,7 +9,8 @@ Example::
     >>> lyap.exponents.shape
     torch.Size([2])
 """
-from . import dynamics, linalg, systems
+from . import adapters, dynamics, linalg, systems
+from .adapters import AdapterError, check_adapter, looped_block, register_adapter
 from .dynamics import (
     LyapunovResult,
     OscillationMeasures,
@@ -41,6 +42,11 @@ from .maps import LoopedMap, as_looped_map
 __version__ = "0.1.0"
 
 __all__ = [
+    "AdapterError",
+    "adapters",
+    "check_adapter",
+    "looped_block",
+    "register_adapter",
     "ArgumentError",
     "ConvergenceWarning",
     "EigenResult",

@@ -79,6 +79,7 @@ class LoopedMap:
         self.drive_function = drive
         self.x0 = x0
         self.name = name or _default_name(step)
+        self.meta: dict = {}  # provenance carried into results (adapters fill it: model, layer, mode, ...)
         self._dtype: torch.dtype | None = None
         self._device: torch.device | None = None
 
@@ -161,6 +162,7 @@ class LoopedMap:
         if dtype is not None and (not dtype.is_floating_point):
             raise StateError(f"LoopedMap.to needs a floating dtype, got {dtype}. Use torch.float32 or torch.float64.")
         new = copy.copy(self)
+        new.meta = dict(self.meta)
         if self.module is not None:
             module = copy.deepcopy(self.module)
             module.to(device=device, dtype=dtype)

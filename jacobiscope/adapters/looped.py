@@ -1,0 +1,246 @@
+"""`looped_block`: one Hugging Face block (or its attention, in the ItrSA form) as a `LoopedMap`."""
+from __future__ import annotations
+
+import contextlib
+import warnings
+
+import torch
+from torch import nn
+
+from ..maps import LoopedMap
+from .capture import ReplayedModule, capture_calls, hidden_state_of
+from .inputs import ModelInputs, prepare_inputs
+from .spec import AdapterError, find_blocks
+
+__all__ = ["looped_block", "LoopedAttention", "prepare_model", "PreparedModel", "block_index"]
+
+_FORWARD_AD_SAFE = ("eager", "sdpa")  # sdpa runs forward-mode AD through its math backend (see linalg.operators)
+_HALF = (torch.float16, torch.bfloat16)
+
+
+class LoopedAttention(nn.Module):
+    """The ItrSA form with a block's own weights: ``X -> Norm(X + eta * Attn(X))``.
+
+    ``attention`` is the block's attention replayed with the arguments the model gave it; ``output`` is an
+    optional projection after it (BERT); ``norm`` the block's norm. `drive` is ``Attn(X)``, so the map's
+    pseudo-energy is ``-Tr(X^T Attn(X))``.
+    """
+
+    def __init__(self, attention: ReplayedModule, norm: nn.Module, output: nn.Module | None, eta: float):
+        super().__init__()
+        self.attention = attention
+        self.norm = norm
+        self.output = output
+        self.eta = float(eta)
+
+    def drive(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.attention(x)
+        return self.output(y) if self.output is not None else y
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.norm(x + self.eta * self.drive(x))
+
+
+class PreparedModel:
+    """A model made ready for diagnostics (eval mode, attention that forward-mode AD passes through), and the
+    notes saying what was changed. ``restore()`` puts the model back as it was."""
+
+    def __init__(self, model: nn.Module, notes: list[str], restore_actions: list):
+        self.model = model
+        self.notes = notes
+        self._restore_actions = restore_actions
+
+    def restore(self) -> None:
+        for action in reversed(self._restore_actions):
+            action()
+        self._restore_actions = []
+
+
+def _model_device_and_dtype(model: nn.Module):
+    parameter = next(model.parameters(), None)
+    if parameter is None:
+        return torch.device("cpu"), torch.float32
+    return parameter.device, parameter.dtype
+
+
+def prepare_model(model: nn.Module, attn_implementation: str | None = None) -> PreparedModel:
+    """Check the model and put it in a state the diagnostics can use; say what was changed.
+
+    Refuses a model on the meta device; switches dropout off (eval mode); switches attention implementations
+    that forward-mode AD cannot pass through (flash, flex, ...) to eager. Capture must happen after this,
+    because the masks a block receives depend on the attention implementation.
+    """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"Expected a transformers model (an nn.Module), got {type(model).__name__}.")
+    device, _ = _model_device_and_dtype(model)
+    if device.type == "meta":
+        raise AdapterError(
+            "The model's weights are on the meta device (not loaded): its Jacobian is undefined. Load it with "
+            "from_pretrained(...) without device_map='meta'/init_empty_weights, or materialize it before analysing."
+        )
+    notes, restore = [], []
+    if model.training:
+        model.eval()
+        notes.append("model switched to eval mode (dropout off) for the diagnostics")
+        restore.append(lambda: model.train())
+    config = getattr(model, "config", None)
+    current = getattr(config, "_attn_implementation", None)
+    wanted = attn_implementation
+    if wanted is None and current is not None and current not in _FORWARD_AD_SAFE:
+        wanted = "eager"
+    if wanted is not None and current is not None and wanted != current:
+        if not hasattr(model, "set_attn_implementation"):
+            raise AdapterError(f"Cannot switch attention from {current!r} to {wanted!r}: the model has no set_attn_implementation.")
+        model.set_attn_implementation(wanted)
+        notes.append(
+            f"attention implementation switched {current} -> {wanted} (forward-mode AD does not pass through fused "
+            f"{current} kernels); captured after the switch"
+        )
+        restore.append(lambda: model.set_attn_implementation(current))
+    elif current == "sdpa":
+        notes.append("sdpa attention: jvps run on its math backend (the fused kernels have no forward-mode AD)")
+    return PreparedModel(model, notes, restore)
+
+
+def block_index(layer: int, count: int, path: str) -> int:
+    if isinstance(layer, bool) or not isinstance(layer, int):
+        raise AdapterError(f"layer must be an int, got {layer!r}.")
+    if not -count <= layer < count:
+        raise AdapterError(f"layer {layer} is out of range: the model has {count} blocks at '{path}' (0..{count - 1}).")
+    return layer % count
+
+
+def _submodule(block: nn.Module, path: str | None, what: str, spec_name: str) -> nn.Module:
+    if path is None:
+        raise AdapterError(
+            f"mode='attention' needs the {what} path of the block, and the adapter '{spec_name}' has none. "
+            "Register one: jacobiscope.register_adapter(model_type, attention=..., attention_norm=...)."
+        )
+    try:
+        return block.get_submodule(path)
+    except AttributeError as error:
+        children = [name for name, _ in block.named_children()]
+        raise AdapterError(
+            f"The adapter '{spec_name}' names the {what} '{path}', but {type(block).__name__} has no such submodule "
+            f"(its children: {children})."
+        ) from error
+
+
+def build_maps(prepared: PreparedModel, model_inputs: ModelInputs, layers: list[int], mode: str, eta: float | None,
+               dtype: torch.dtype | None, name: str | None = None) -> list[LoopedMap]:
+    """Capture once, then build one `LoopedMap` per requested layer (internal to `looped_block` / `analyze`)."""
+    model = prepared.model
+    if mode not in ("block", "attention"):
+        raise AdapterError(f"mode must be 'block' or 'attention', got {mode!r}.")
+    path, blocks, spec = find_blocks(model)
+    indices = [block_index(layer, len(blocks), path) for layer in layers]
+    targets, parts = [], []
+    for index in indices:
+        block = blocks[index]
+        targets.append(block)
+        if mode == "attention":
+            if spec is None:
+                raise AdapterError(
+                    f"mode='attention' needs an adapter spec for model_type "
+                    f"'{getattr(model.config, 'model_type', '?')}' (which submodule is the attention, which the norm); "
+                    "block mode works without one. Register it with jacobiscope.register_adapter(...)."
+                )
+            attention = _submodule(block, spec.attention, "attention", spec.name)
+            norm = _submodule(block, spec.attention_norm, "attention_norm", spec.name)
+            output = _submodule(block, spec.attention_output, "attention_output", spec.name) if spec.attention_output else None
+            targets.append(attention)
+            parts.append((attention, norm, output, spec.resolved_norm_position(model.config)))
+    device, model_dtype = _model_device_and_dtype(model)
+    kwargs = {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in model_inputs.kwargs.items()}
+    if "inputs_embeds" in kwargs and kwargs["inputs_embeds"].is_floating_point():
+        kwargs["inputs_embeds"] = kwargs["inputs_embeds"].to(model_dtype)
+    records = capture_calls(model, kwargs, targets)
+    compute_dtype = dtype
+    if compute_dtype is None and model_dtype in _HALF:
+        compute_dtype = torch.float32
+        note = f"model weights are {str(model_dtype).replace('torch.', '')}: the maps compute in float32 (a copy of each block)"
+        if note not in prepared.notes:
+            prepared.notes.append(note)
+    model_name = name or getattr(model, "name_or_path", None) or type(model).__name__
+    maps = []
+    for position, index in enumerate(indices):
+        if mode == "block":
+            block_args, block_kwargs = records[position]
+            x0 = hidden_state_of(block_args, block_kwargs).detach()
+            if model_inputs.initial_states is not None:
+                x0 = model_inputs.initial_states.to(device=x0.device, dtype=x0.dtype)
+            module = ReplayedModule(blocks[index], block_args, block_kwargs)
+            drive = None
+        else:
+            block_args, block_kwargs = records[2 * position]
+            attention_args, attention_kwargs = records[2 * position + 1]
+            attention, norm, output, norm_position = parts[position]
+            x0 = hidden_state_of(block_args, block_kwargs).detach()
+            if model_inputs.initial_states is not None:
+                x0 = model_inputs.initial_states.to(device=x0.device, dtype=x0.dtype)
+            if norm_position == "pre":
+                # The state of the ItrSA form is the normalized stream: start on the norm's manifold.
+                with torch.no_grad():
+                    x0 = norm(x0).detach()
+            module = LoopedAttention(ReplayedModule(attention, attention_args, attention_kwargs), norm, output,
+                                     1.0 if eta is None else eta)
+            drive = module.drive
+        looped = LoopedMap(module, batch_dims=1, state_shape=tuple(x0.shape[1:]), drive=drive, x0=x0,
+                           name=f"{model_name} layer {index} ({mode})")
+        if compute_dtype is not None and compute_dtype != x0.dtype:
+            looped = looped.to(dtype=compute_dtype)
+        looped.meta.update({"model": str(model_name), "layer": index, "mode": mode, "eta": None if mode == "block" else module.eta,
+                            "blocks_path": path, "adapter": spec.name if spec is not None else "generic",
+                            "notes": list(prepared.notes)})
+        maps.append(looped)
+    return maps
+
+
+def looped_block(model: nn.Module, inputs, layer: int, mode: str = "block", eta: float | None = None, *,
+                 tokenizer=None, dtype: torch.dtype | None = None, attn_implementation: str | None = None) -> LoopedMap:
+    """One block of a Hugging Face model as a looped map ``X_{t+1} = F(X_t)``.
+
+    Example::
+
+        >>> import torch, transformers, jacobiscope
+        >>> config = transformers.GPT2Config(n_embd=16, n_layer=2, n_head=2, vocab_size=50)
+        >>> model = transformers.GPT2Model(config).eval()
+        >>> m = jacobiscope.looped_block(model, torch.tensor([[1, 2, 3, 4]]), layer=1)
+        >>> m.x0.shape, m(m.x0).shape
+        (torch.Size([1, 4, 16]), torch.Size([1, 4, 16]))
+
+    Arguments:
+        model: a transformers model (any family with a spec in ``adapters/``, or found by the generic search).
+        inputs: text (str or list of str; the tokenizer is found from the model or passed), a tokenized batch,
+            token ids, pixel values, or hidden states ``[B, S, hidden]`` (used as ``x0``).
+        layer: block index (negative counts from the end).
+        mode: ``"block"`` — the whole layer, replayed with what the model passes it (masks, position ids, rotary
+            tables); ``"attention"`` — the ItrSA form ``X <- Norm(X + eta * Attn(X))`` with the block's own
+            attention and norm (pre-norm families start from ``Norm(h)``; post-norm ones such as BERT from ``h``).
+        eta: step size of the attention mode (default 1.0, which for post-norm families is the block's own
+            attention sub-layer).
+        dtype: compute dtype (default: the model's; half-precision models compute in float32).
+        attn_implementation: force an attention implementation (default: keep eager/sdpa, switch others to eager).
+
+    Returns:
+        A `LoopedMap` with ``batch_dims=1`` (one trajectory per example; padded batches keep their masks), ``x0``
+        the hidden state entering the layer, and ``meta`` (model, layer, mode, adapter, notes).
+
+    The model is put in eval mode (and its attention switched when needed); the map shares the block's weights.
+    """
+    prepared = prepare_model(model, attn_implementation)
+    for note in prepared.notes:
+        if note.startswith(("model switched", "attention implementation switched")):
+            warnings.warn(f"jacobiscope: {note}.", RuntimeWarning, stacklevel=2)
+    model_inputs = prepare_inputs(model, inputs, tokenizer)
+    return build_maps(prepared, model_inputs, [layer], mode, eta, dtype)[0]
+
+
+@contextlib.contextmanager
+def prepared(model: nn.Module, attn_implementation: str | None = None):
+    """`prepare_model` as a context manager that restores the model afterwards."""
+    state = prepare_model(model, attn_implementation)
+    try:
+        yield state
+    finally:
+        state.restore()
