@@ -354,12 +354,10 @@ def _rebind(function, old_owner, new_owner):
 
 
 def _warn_if_random(module: nn.Module) -> None:
-    if not module.training:
-        return
     for sub in module.modules():
-        if isinstance(sub, nn.modules.dropout._DropoutNd) and sub.p > 0:
+        if isinstance(sub, nn.modules.dropout._DropoutNd) and sub.p > 0 and sub.training:
             warnings.warn(
-                f"{type(module).__name__} is in training mode with dropout p={sub.p}: the map is random, so its "
+                f"{type(module).__name__} has dropout p={sub.p} in training mode: the map is random, so its "
                 "Jacobian is that of one random draw. Call module.eval() before building the LoopedMap.",
                 RuntimeWarning,
                 stacklevel=3,

@@ -117,7 +117,7 @@ def test_nonfinite_trajectory_warns_with_step_or_raises():
 
 def test_training_mode_dropout_warns():
     module = nn.Sequential(nn.Linear(2, 2), nn.Dropout(0.1))
-    with pytest.warns(RuntimeWarning, match="training mode with dropout"):
+    with pytest.warns(RuntimeWarning, match="dropout p=0.1 in training mode"):
         LoopedMap(module)
     with warnings.catch_warnings():
         warnings.simplefilter("error")

@@ -118,6 +118,7 @@ def check_adapter(model, inputs=None, *, layers: list[int] | None = None, modes=
 
 
 def _check_derivatives(result: AdapterCheckResult, looped, label: str) -> None:
+    looped = looped.detached()
     x = looped.x0
     generator = torch.Generator(device=x.device).manual_seed(0)
     v = torch.randn(x.shape, generator=generator, dtype=x.dtype, device=x.device)

@@ -185,6 +185,7 @@ def build_maps(prepared: PreparedModel, model_inputs: ModelInputs, layers: list[
             module = LoopedAttention(ReplayedModule(attention, attention_args, attention_kwargs), norm, output,
                                      1.0 if eta is None else eta)
             drive = module.drive
+        module.training = False  # the wrapper only; the block's own mode was set by prepare_model
         looped = LoopedMap(module, batch_dims=1, state_shape=tuple(x0.shape[1:]), drive=drive, x0=x0,
                            name=f"{model_name} layer {index} ({mode})")
         if compute_dtype is not None and compute_dtype != x0.dtype:
