@@ -14,7 +14,9 @@ from .adapters import AdapterError, check_adapter, looped_block, register_adapte
 from .dynamics import (
     LyapunovResult,
     OscillationMeasures,
+    classify_dynamics,
     kaplan_yorke_dimension,
+    token_order_parameters,
     lyapunov_spectrum,
     oscillation_measures,
     pseudo_energy,
@@ -42,6 +44,8 @@ from .maps import LoopedMap, as_looped_map
 __version__ = "0.1.0"
 
 __all__ = [
+    "classify_dynamics",
+    "token_order_parameters",
     "AdapterError",
     "adapters",
     "check_adapter",

@@ -260,7 +260,9 @@ def leading_axis_rotation(
 # ---------------------------------------------------------------------------------------------------- helpers
 def _normalize_dim(value, ndim: int, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not -ndim <= value < ndim:
-        raise ArgumentError(f"{name} must be an int in [-{ndim}, {ndim}) for a {ndim}-dim states tensor, got {value!r}.")
+        raise ArgumentError(
+            f"{name} must be an int in [-{ndim}, {ndim}) for a {ndim}-dim states tensor, got {value!r}."
+        )
     return value % ndim
 
 
@@ -336,11 +338,12 @@ def _count_components(adjacency, present):
     n = adjacency.shape[-1]
     index = torch.arange(n, device=adjacency.device)
     adjacency = adjacency | torch.eye(n, dtype=torch.bool, device=adjacency.device)
-    labels = index.expand(adjacency.shape[:-1]).contiguous()
-    sentinel = torch.tensor(n, device=adjacency.device)
+    # int32 labels halve the [..., n, n] temporary of each round (gather still wants int64 indices).
+    labels = index.to(torch.int32).expand(adjacency.shape[:-1]).contiguous()
+    sentinel = torch.tensor(n, dtype=torch.int32, device=adjacency.device)
     for _ in range(n + 1):  # a path needs at most n - 1 propagation rounds; pointer jumping makes it ~log n
         new = torch.where(adjacency, labels.unsqueeze(-2), sentinel).amin(-1)
-        new = torch.gather(new, -1, new)
+        new = torch.gather(new, -1, new.long())
         if torch.equal(new, labels):
             break
         labels = new
