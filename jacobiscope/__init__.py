@@ -11,6 +11,8 @@ Example::
 """
 from . import adapters, dynamics, linalg, systems
 from .adapters import AdapterError, check_adapter, looped_block, register_adapter
+from .analyze import analyze, describe
+from .report import LayerResult, Report
 from .dynamics import (
     LyapunovResult,
     OscillationMeasures,
@@ -44,6 +46,10 @@ from .maps import LoopedMap, as_looped_map
 __version__ = "0.1.0"
 
 __all__ = [
+    "LayerResult",
+    "Report",
+    "analyze",
+    "describe",
     "classify_dynamics",
     "token_order_parameters",
     "AdapterError",

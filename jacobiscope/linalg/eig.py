@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..errors import ArgumentError, ConvergenceWarning
+from ..errors import ArgumentError, ConvergenceWarning, NonFiniteWarning
 from ..maps import as_looped_map, require_precision
 from .dense import DEFAULT_MAX_BYTES, check_dense_budget, jacobian
 from .operators import jacobian_matmat
@@ -106,7 +106,14 @@ def jacobian_eigenvalues(
     if method == "dense":
         batch = int(torch.Size(looped_map.batch_shape(x)).numel())
         check_dense_budget(batch, size, x.dtype, max_bytes, "jacobian_eigenvalues(method='dense')")
-        values = _sort_by_modulus(torch.linalg.eigvals(jacobian(looped_map, x, max_bytes=max_bytes)))
+        J = jacobian(looped_map, x, max_bytes=max_bytes)
+        bad = ~torch.isfinite(J).flatten(-2).all(-1)
+        if bool(bad.any()):
+            _warn_nonfinite(looped_map, int(bad.sum()), bad.numel())
+            J = torch.where(bad[..., None, None], torch.zeros_like(J), J)
+        values = _sort_by_modulus(torch.linalg.eigvals(J))
+        if bool(bad.any()):
+            values = torch.where(bad[..., None], torch.full_like(values, complex("nan+nanj")), values)
         if k is not None:
             values = values[..., :k]
         return EigenResult(values=values, residuals=None, converged=True, method="dense", meta=meta)
@@ -131,10 +138,17 @@ def jacobian_eigenvalues(
         def matvec(v, block_product=block_product):
             return block_product(v.unsqueeze(0))[0]
 
-        values, vectors, used_restarts, used_matvecs, converged = _krylov_schur(
-            matvec, size, k, m, tol, max_restarts, x.dtype, x.device, generator
-        )
-        residuals = _true_residuals(block_product, values, vectors)
+        try:
+            values, vectors, used_restarts, used_matvecs, converged = _krylov_schur(
+                matvec, size, k, m, tol, max_restarts, x.dtype, x.device, generator
+            )
+            residuals = _true_residuals(block_product, values, vectors)
+        except _NonFiniteProduct:
+            _warn_nonfinite(looped_map, 1, batch)
+            complex_dtype = torch.complex128 if x.dtype == torch.float64 else torch.complex64
+            values = torch.full((k,), complex("nan+nanj"), dtype=complex_dtype, device=x.device)
+            residuals = torch.full((k,), float("nan"), dtype=x.dtype, device=x.device)
+            used_restarts, used_matvecs, converged = 0, 0, False
         rows.append(values.detach())
         residual_rows.append(residuals.detach())
         restarts = max(restarts, used_restarts)
@@ -155,6 +169,19 @@ def jacobian_eigenvalues(
         iterations=restarts,
         matvecs=matvecs,
         meta={**meta, "krylov_dim": m, "tol": tol},
+    )
+
+
+class _NonFiniteProduct(Exception):
+    """A jvp came back NaN/Inf: the Jacobian overflows at this state."""
+
+
+def _warn_nonfinite(looped_map, bad: int, total: int) -> None:
+    warnings.warn(
+        f"jacobian_eigenvalues: the Jacobian of '{looped_map.name}' is NaN/Inf at this state for {bad} of {total} "
+        "trajectories (the map overflows nearby); their eigenvalues are NaN.",
+        NonFiniteWarning,
+        stacklevel=3,
     )
 
 
@@ -185,6 +212,8 @@ def _krylov_schur(matvec, size, k, m, tol, max_restarts, dtype, device, generato
         for j in range(kept, m):
             w = matvec(V[j])
             matvecs += 1
+            if not bool(torch.isfinite(w).all()):
+                raise _NonFiniteProduct
             basis = V[: j + 1]
             coefficients = basis @ w
             w = w - basis.T @ coefficients

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..errors import ArgumentError, ConvergenceWarning
+from ..errors import ArgumentError, ConvergenceWarning, NonFiniteWarning
 from ..maps import as_looped_map, require_precision
 from .operators import JacobianOperator
 
@@ -94,10 +94,18 @@ def spectral_norm(
     batch = int(torch.Size(batch_shape).numel())
     size = looped_map.state_size(x)
 
+    nonfinite = torch.zeros(batch, dtype=torch.bool, device=x.device)
+
     def normal_operator(v_flat: torch.Tensor) -> torch.Tensor:
         """``J^T J v`` for a ``[batch, D]`` block of per-trajectory vectors."""
         jv = operator.matvec(v_flat.reshape(x.shape))
-        return operator.rmatvec(jv).reshape(batch, size)
+        product = operator.rmatvec(jv).reshape(batch, size)
+        # An overflowing Jacobian (finite state, infinite slope) must not reach LAPACK: zero it and flag it.
+        bad = ~torch.isfinite(product).all(1)
+        if bool(bad.any()):
+            nonfinite.logical_or_(bad)
+            product = torch.where(bad.unsqueeze(1), torch.zeros_like(product), product)
+        return product
 
     if v0 is None:
         generator = torch.Generator(device=x.device).manual_seed(seed)
@@ -110,7 +118,19 @@ def spectral_norm(
     sigma_sq, vector, iterations, residual, history = run(normal_operator, v, tol, min(max_iter, size if method == "lanczos" else max_iter))
     sigma = sigma_sq.detach().clamp_min(0).sqrt()
     vector, residual, history = vector.detach(), residual.detach(), history.detach()
+    if bool(nonfinite.any()):
+        nan = torch.full_like(sigma, float("nan"))
+        sigma, residual = torch.where(nonfinite, nan, sigma), torch.where(nonfinite, nan, residual)
+        warnings.warn(
+            f"spectral_norm: the Jacobian of '{looped_map.name}' is NaN/Inf at this state for "
+            f"{int(nonfinite.sum())} of {batch} trajectories (the map overflows nearby); their value is NaN.",
+            NonFiniteWarning,
+            stacklevel=2,
+        )
+        residual = torch.where(nonfinite, torch.zeros_like(residual), residual)
     converged = bool((residual <= tol).all())
+    if bool(nonfinite.any()):
+        residual = torch.where(nonfinite, torch.full_like(residual, float("nan")), residual)
     if not converged:
         warnings.warn(
             f"spectral_norm ({method}) stopped after {iterations} iterations with relative residual "

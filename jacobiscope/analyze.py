@@ -1,0 +1,380 @@
+"""`jacobiscope.analyze(model, inputs)`: every requested layer of a Hugging Face model as a looped dynamical
+system, measured, with a verdict per layer. `describe` is the dry run."""
+from __future__ import annotations
+
+import math
+import platform
+import sys
+import time
+import warnings
+from dataclasses import dataclass
+
+import torch
+
+from .adapters.inputs import prepare_inputs
+from .adapters.looped import build_maps, prepare_model
+from .adapters.spec import find_blocks
+from .dynamics.clusters import token_order_parameters
+from .dynamics.energy import pseudo_energy
+from .dynamics.lyapunov import lyapunov_spectrum
+from .dynamics.oscillation import oscillation_measures
+from .dynamics.regime import classify_dynamics
+from .errors import ArgumentError, ConvergenceWarning, NonFiniteWarning
+from .linalg.eig import jacobian_eigenvalues
+from .linalg.svd import spectral_norm
+from .report import LayerResult, Report
+
+__all__ = ["analyze", "describe", "DIAGNOSTICS", "LayerPlan"]
+
+#: What `analyze` can measure; ``diagnostics=None`` runs all of them.
+DIAGNOSTICS = ("spectral_norm", "eigenvalues", "lyapunov", "clusters", "energy")
+
+
+def _resolve_diagnostics(diagnostics) -> tuple[str, ...]:
+    if diagnostics is None:
+        return DIAGNOSTICS
+    if isinstance(diagnostics, str):
+        diagnostics = (diagnostics,)
+    unknown = set(diagnostics) - set(DIAGNOSTICS)
+    if unknown:
+        raise ArgumentError(f"Unknown diagnostics {sorted(unknown)}; choose from {list(DIAGNOSTICS)}.")
+    return tuple(d for d in DIAGNOSTICS if d in diagnostics)
+
+
+def _resolve_layers(model, layers) -> list[int]:
+    path, blocks, _ = find_blocks(model)
+    if layers is None:
+        return list(range(len(blocks)))
+    if isinstance(layers, int):
+        layers = [layers]
+    return list(layers)
+
+
+def _sample_loops(loops: int, samples: int) -> list[int]:
+    if samples <= 0:
+        return []
+    if samples == 1:
+        return [loops]
+    return sorted({round(i * loops / (samples - 1)) for i in range(samples)})
+
+
+def _versions() -> dict:
+    import jacobiscope
+
+    versions = {"jacobiscope": jacobiscope.__version__, "torch": torch.__version__, "python": platform.python_version()}
+    try:
+        import transformers
+
+        versions["transformers"] = transformers.__version__
+    except ImportError:  # pragma: no cover
+        pass
+    return versions
+
+
+def _progress(total: int, enabled):
+    if enabled is None:
+        enabled = sys.stderr.isatty()
+    if not enabled:
+        return None
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:  # pragma: no cover - tqdm comes with huggingface_hub
+        return None
+    return tqdm(total=total, desc="jacobiscope analyze", unit="layer")
+
+
+def analyze(
+    model,
+    inputs,
+    tokenizer=None,
+    layers: list[int] | int | None = None,
+    mode: str = "block",
+    loops: int = 32,
+    diagnostics=None,
+    k: int = 4,
+    dtype: torch.dtype | None = None,
+    device: str | torch.device | None = None,
+    *,
+    eta: float | None = None,
+    eigen_k: int = 8,
+    spectral_samples: int = 3,
+    seed: int = 0,
+    max_length: int | None = 512,
+    progress: bool | None = None,
+) -> Report:
+    """Measure each requested layer of ``model`` as a looped map ``X_{t+1} = F(X_t)`` on ``inputs``.
+
+    Example::
+
+        >>> import torch, transformers, jacobiscope
+        >>> model = transformers.GPT2Model(transformers.GPT2Config(n_embd=16, n_layer=2, n_head=2, vocab_size=50))
+        >>> report = jacobiscope.analyze(model, torch.tensor([[1, 2, 3, 4, 5]]), loops=8, progress=False)
+        >>> [row.layer for row in report.rows], report.rows[0].regime in ("converging", "critical", "chaotic", "oscillating", "diverging")
+        ([0, 1], True)
+
+    Arguments:
+        model: a transformers model (see `looped_block` for the families and the adapter mechanism).
+        inputs: a string or list of strings, a tokenized batch (padding is removed per example: each example's
+            state is exactly its tokens), token ids, pixel values, or hidden states ``[B, S, hidden]``.
+        tokenizer: for text, when the model's folder has none.
+        layers: block indices (default: all).
+        mode: ``"block"`` (the whole layer) or ``"attention"`` (the ItrSA form ``Norm(X + eta Attn(X))``).
+        loops: how many times each map is applied.
+        diagnostics: subset of `DIAGNOSTICS` (default all). State norms and step sizes are always recorded.
+        k: number of Lyapunov exponents (tangent vectors).
+        dtype: compute dtype (default: the model's; float32 for half-precision models, said in the notes).
+        device: run the diagnostics on this device (the block is copied there; the model is not moved).
+        eta: attention-mode step size (default 1.0).
+        eigen_k: eigenvalues (largest modulus) summarized at the last finite loop.
+        spectral_samples: loops at which the spectral norm is measured (evenly spaced, first and last included).
+        seed: seed of every random start vector and tangent frame.
+        max_length: tokenizer truncation for text inputs.
+        progress: a progress bar (default: when stderr is a terminal).
+
+    Returns:
+        A `Report`: one `LayerResult` per (input, layer) with state norms, step sizes, spectral norms,
+        eigenvalue summary, Lyapunov spectrum with running estimates, token-cluster order parameters,
+        pseudo-energy (attention mode), the regime verdict with its evidence, and flags; plus provenance and notes
+        (what was changed on the model, and restored). A layer that diverges is flagged, and the other layers are
+        still measured.
+
+    Under ``accelerate launch`` with several processes the examples are sharded across processes and the rows
+    gathered on every process (torch.func runs on the unwrapped model).
+    """
+    diagnostics = _resolve_diagnostics(diagnostics)
+    if isinstance(loops, bool) or not isinstance(loops, int) or loops <= 0:
+        raise ArgumentError(f"loops must be a positive int, got {loops!r}.")
+    prepared = prepare_model(model)
+    notes = list(prepared.notes)
+    rows: list[LayerResult] = []
+    started = time.perf_counter()
+    try:
+        model_inputs = prepare_inputs(model, inputs, tokenizer, max_length=max_length)
+        examples = model_inputs.examples()
+        layer_list = _resolve_layers(model, layers)
+        shard, gather = _shard(examples)
+        bar = _progress(len(shard) * len(layer_list), progress)
+        for global_index, example in shard:
+            maps = build_maps(prepared, example, layer_list, mode, eta, dtype)
+            for looped in maps:
+                if device is not None:
+                    looped = looped.to(device=device)
+                rows.append(_measure(looped, global_index, example.labels[0], mode, loops, diagnostics, k, eigen_k,
+                                     spectral_samples, seed))
+                if bar is not None:
+                    bar.update(1)
+        if bar is not None:
+            bar.close()
+        rows = gather(rows)
+        for note in prepared.notes:
+            if note not in notes:
+                notes.append(note)
+    finally:
+        prepared.restore()
+    if any(note.startswith(("model switched", "attention implementation switched")) for note in notes):
+        notes.append("the model was restored to its original state afterwards")
+    rows.sort(key=lambda row: (row.input_index, row.layer))
+    _, blocks, spec = find_blocks(model)
+    provenance = {
+        "model": str(getattr(model, "name_or_path", "") or type(model).__name__),
+        "model_class": type(model).__name__,
+        "adapter": spec.name if spec is not None else "generic",
+        "layers": sorted({row.layer for row in rows}),
+        "blocks": len(blocks),
+        "mode": mode,
+        "eta": (1.0 if eta is None else eta) if mode == "attention" else None,
+        "loops": loops,
+        "k": k,
+        "diagnostics": list(diagnostics),
+        "dtype": rows[0].dtype if rows else str(dtype),
+        "device": str(device or next(model.parameters()).device),
+        "seed": seed,
+        "inputs": len(examples),
+        "seconds": time.perf_counter() - started,
+        "versions": _versions(),
+    }
+    return Report(rows=rows, provenance=provenance, notes=notes)
+
+
+def _measure(looped, input_index, label, mode, loops, diagnostics, k, eigen_k, spectral_samples, seed) -> LayerResult:
+    started = time.perf_counter()
+    flags: list[str] = []
+    x0 = looped.x0
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", NonFiniteWarning)
+        warnings.simplefilter("always", ConvergenceWarning)
+        states = looped.trajectory(x0, loops, on_nonfinite="ignore")[:, 0]  # [loops+1, S, d], one example
+        finite = torch.isfinite(states.reshape(loops + 1, -1)).all(1)
+        nonfinite_loop = int((~finite).nonzero()[0]) if not bool(finite.all()) else -1
+        last_finite = loops if nonfinite_loop < 0 else nonfinite_loop - 1
+        if nonfinite_loop >= 0:
+            flags.append(f"NaN/Inf at loop {nonfinite_loop}")
+        tokens = states.shape[1]
+        frobenius = states.reshape(loops + 1, -1).norm(dim=1)
+        state_norm = (frobenius / math.sqrt(tokens)).tolist()
+        step_size = ((states[1:] - states[:-1]).reshape(loops, -1).norm(dim=1) / frobenius[:-1].clamp_min(1e-30)).tolist()
+
+        spectral = []
+        if "spectral_norm" in diagnostics:
+            for loop in _sample_loops(last_finite, spectral_samples):
+                result = spectral_norm(looped, states[loop : loop + 1], tol=1e-4, max_iter=100, seed=seed)
+                spectral.append({"loop": loop, "value": float(result.value[0]), "tolerance": float(result.tolerance[0])})
+        eigenvalues = oscillation = eigen_loop = None
+        if "eigenvalues" in diagnostics:
+            eigen_loop = last_finite
+            size = states[0].numel()
+            count = min(eigen_k, size)
+            result = jacobian_eigenvalues(looped, states[eigen_loop : eigen_loop + 1], k=count, tol=1e-4, seed=seed)
+            values = result.values[0]
+            eigenvalues = [[float(v.real), float(v.imag)] for v in values]
+            measures = oscillation_measures(values)
+            oscillation = {key: float(getattr(measures, key)) for key in
+                           ("spectral_radius", "complex_fraction", "max_imag", "max_rotation_angle",
+                            "mean_rotation_angle", "outside_unit_circle_fraction")}
+        lyapunov = None
+        lyapunov_result = None
+        if "lyapunov" in diagnostics:
+            count = min(k, states[0].numel())
+            lyapunov_result = lyapunov_spectrum(looped, x0, steps=loops, k=count, seed=seed)
+            lyapunov = {
+                "exponents": lyapunov_result.exponents[0].tolist(),
+                "stderr": lyapunov_result.stderr[0].tolist(),
+                "history": lyapunov_result.history[:, 0].tolist(),
+                "kaplan_yorke": float(lyapunov_result.kaplan_yorke[0]),
+            }
+        clusters = None
+        if "clusters" in diagnostics:
+            order = token_order_parameters(states[: last_finite + 1])
+            clusters = {
+                "top_eigenvalue": order.top_eigenvalue.tolist(),
+                "effective_clusters": order.effective_clusters.tolist(),
+                "cluster_count": [int(c) for c in order.cluster_count.tolist()],
+            }
+        energy = None
+        if "energy" in diagnostics and looped.drive_function is not None:
+            energy = pseudo_energy(states[: last_finite + 1].unsqueeze(1), looped).reshape(-1).tolist()
+    for warning in caught:
+        if issubclass(warning.category, ConvergenceWarning):
+            flags.append(f"not converged: {str(warning.message).split('.')[0]}")
+    max_lyapunov = stderr = float("nan")
+    if lyapunov_result is not None:
+        max_lyapunov = float(lyapunov_result.exponents[0, 0])
+        stderr = float(lyapunov_result.stderr[0, 0])
+    if lyapunov_result is None and nonfinite_loop < 0:
+        regime, evidence = "unknown", {"reason": "the verdict needs the Lyapunov exponent: add 'lyapunov' to diagnostics"}
+    else:
+        verdict = classify_dynamics(
+            max_lyapunov=max_lyapunov,
+            max_lyapunov_stderr=stderr,
+            step_sizes=torch.tensor(step_size[:last_finite]) if last_finite > 0 else None,
+            state_norms=torch.tensor(state_norm[: last_finite + 1]),
+            nonfinite_step=nonfinite_loop if nonfinite_loop >= 0 else None,
+            oscillation=oscillation,
+            states=states[: last_finite + 1],
+        )
+        regime, evidence = verdict.regime, dict(verdict.evidence, reason=verdict.reason)
+    return LayerResult(
+        input_index=input_index,
+        input_label=label,
+        layer=looped.meta.get("layer", -1),
+        mode=mode,
+        eta=looped.meta.get("eta"),
+        loops=loops,
+        state_shape=list(states.shape[1:]),
+        dtype=str(x0.dtype).replace("torch.", "") if looped.dtype is None else str(looped.dtype).replace("torch.", ""),
+        state_norm=state_norm,
+        step_size=step_size,
+        spectral_norm=spectral,
+        eigenvalues=eigenvalues,
+        eigen_loop=eigen_loop,
+        oscillation=oscillation,
+        lyapunov=lyapunov,
+        clusters=clusters,
+        energy=energy,
+        regime=regime,
+        evidence=evidence,
+        flags=flags,
+        seconds=time.perf_counter() - started,
+    )
+
+
+def _shard(examples):
+    """Split the examples across accelerate processes (if any); return (my examples, gather function)."""
+    indexed = list(enumerate(examples))
+    try:
+        from accelerate import PartialState
+    except ImportError:  # pragma: no cover
+        return indexed, lambda rows: rows
+    state = PartialState()
+    if state.num_processes <= 1:
+        return indexed, lambda rows: rows
+    mine = indexed[state.process_index :: state.num_processes]
+
+    def gather(rows):
+        from accelerate.utils import gather_object
+
+        return list(gather_object(rows))
+
+    return mine, gather
+
+
+@dataclass
+class LayerPlan:
+    """One line of `describe`: what `analyze` would measure for one (input, layer)."""
+
+    input_index: int
+    input_label: str
+    layer: int
+    state_shape: list[int]
+    state_size: int
+    forward_seconds: float
+    forward_equivalents: float
+    estimated_seconds: float
+
+    def __str__(self) -> str:
+        return (f"input {self.input_index} layer {self.layer}: state {self.state_shape} (D={self.state_size}), "
+                f"~{self.forward_equivalents:.0f} block forwards, ~{self.estimated_seconds:.1f} s")
+
+
+def describe(model, inputs, tokenizer=None, layers=None, mode: str = "block", loops: int = 32, diagnostics=None,
+             k: int = 4, *, eigen_k: int = 8, spectral_samples: int = 3, max_length: int | None = 512) -> list[LayerPlan]:
+    """Dry run of `analyze`: what would be measured, the state sizes, and an estimated cost.
+
+    Example::
+
+        >>> import torch, transformers, jacobiscope
+        >>> model = transformers.GPT2Model(transformers.GPT2Config(n_embd=16, n_layer=2, n_head=2, vocab_size=50))
+        >>> plans = jacobiscope.describe(model, torch.tensor([[1, 2, 3]]), loops=8)
+        >>> [(p.layer, p.state_size) for p in plans]
+        [(0, 48), (1, 48)]
+
+    The cost is counted in block forwards (a jvp costs about 3, a vjp about 3, a Lanczos iteration one of each;
+    ``k`` Lyapunov tangents cost ``3k`` per loop; Arnoldi about 60 jvps) and turned into seconds with one timed
+    forward of each block.
+    """
+    diagnostics = _resolve_diagnostics(diagnostics)
+    prepared = prepare_model(model)
+    plans = []
+    try:
+        model_inputs = prepare_inputs(model, inputs, tokenizer, max_length=max_length)
+        layer_list = _resolve_layers(model, layers)
+        for index, example in enumerate(model_inputs.examples()):
+            for looped in build_maps(prepared, example, layer_list, mode, None, None):
+                x0 = looped.x0
+                with torch.no_grad():
+                    looped(x0)
+                    start = time.perf_counter()
+                    looped(x0)
+                    seconds = time.perf_counter() - start
+                equivalents = loops
+                if "spectral_norm" in diagnostics:
+                    equivalents += spectral_samples * 25 * 6
+                if "eigenvalues" in diagnostics:
+                    equivalents += 60 * 3
+                if "lyapunov" in diagnostics:
+                    equivalents += loops * 3 * k
+                plans.append(LayerPlan(index, example.labels[0], looped.meta["layer"], list(x0.shape[1:]),
+                                       int(x0[0].numel()), seconds, float(equivalents), seconds * equivalents))
+    finally:
+        prepared.restore()
+    return plans
