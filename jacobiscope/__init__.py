@@ -9,7 +9,7 @@ Example::
     >>> lyap.exponents.shape
     torch.Size([2])
 """
-from . import adapters, dynamics, linalg, systems
+from . import adapters, dynamics, linalg, models, systems
 from .adapters import AdapterError, check_adapter, looped_block, register_adapter
 from .analyze import analyze, describe
 from .report import LayerResult, Report
