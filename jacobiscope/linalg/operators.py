@@ -91,7 +91,9 @@ class JacobianOperator:
 
     def _linearize_reverse(self):
         if self._vjp_fn is None:
-            with torch.enable_grad():
+            # The same (math) attention kernel as the jvps, so J and J^T are transposes of each other to rounding;
+            # the fused kernels' backward differs from the math path at ~1e-8, which stalls Lanczos in float64.
+            with torch.enable_grad(), forward_ad_context():
                 self._output, self._vjp_fn = _func_vjp(self.map.step, self.x)
 
     def _check(self, v: torch.Tensor, name: str, block: bool) -> None:
@@ -110,7 +112,8 @@ class JacobianOperator:
         """``J^T u``."""
         self._check(u, "u", block=False)
         self._linearize_reverse()
-        (result,) = self._vjp_fn(u.to(self._output.dtype))
+        with forward_ad_context():
+            (result,) = self._vjp_fn(u.to(self._output.dtype))
         return result
 
     def matmat(self, V: torch.Tensor, *, chunk_size: int | None = None) -> torch.Tensor:
@@ -122,7 +125,8 @@ class JacobianOperator:
         """``J^T U`` for a block ``U`` of shape ``[k, *batch, *state]``."""
         self._check(U, "U", block=True)
         self._linearize_reverse()
-        return vmap(lambda u: self._vjp_fn(u)[0], chunk_size=chunk_size)(U)
+        with forward_ad_context():
+            return vmap(lambda u: self._vjp_fn(u)[0], chunk_size=chunk_size)(U)
 
     def __repr__(self) -> str:
         return f"JacobianOperator(map={self.map.name!r}, state_size={self.state_size}, batch={tuple(self.batch_shape)})"
@@ -170,9 +174,9 @@ def vjp(step, x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
         tensor([0., 1.])
     """
     looped_map = as_looped_map(step)
-    with torch.enable_grad():
+    with torch.enable_grad(), forward_ad_context():
         _, vjp_fn = _func_vjp(looped_map.step, x)
-    return vjp_fn(u.to(x.dtype))[0]
+        return vjp_fn(u.to(x.dtype))[0]
 
 
 def jacobian_matmat(step, x: torch.Tensor, V: torch.Tensor, *, chunk_size: int | None = None, return_output: bool = False):
