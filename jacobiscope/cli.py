@@ -11,6 +11,7 @@ import math
 import platform
 import sys
 import time
+from pathlib import Path
 
 import torch
 
@@ -139,6 +140,62 @@ def analyze_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def sudoku_train_command(args: argparse.Namespace) -> int:
+    from .recipes.sudoku import SudokuRecipe, train_sudoku
+
+    recipe = SudokuRecipe.from_json(args.config) if args.config else SudokuRecipe()
+    overrides = {key: value for key, value in (("arch", args.arch), ("max_steps", args.max_steps),
+                                               ("epochs", args.epochs), ("seed", args.seed)) if value is not None}
+    for key, value in overrides.items():
+        setattr(recipe, key, value)
+    summary = train_sudoku(recipe, args.out, resume=not args.no_resume, data_path=args.data)
+    print(json.dumps(summary, indent=1))
+    return 0
+
+
+def sudoku_eval_command(args: argparse.Namespace) -> int:
+    from transformers import AutoModel
+
+    from . import models  # noqa: F401 - registers the Sudoku models with AutoModel
+    from .data import sudoku as data
+    from .recipes.sudoku import evaluate_sudoku
+
+    path = args.model
+    try:
+        from .hub import resolve_checkpoint
+
+        path = resolve_checkpoint(args.model)
+    except ImportError:
+        pass
+    model = AutoModel.from_pretrained(path)
+    splits = {}
+    for split in args.split.split(","):
+        if split == "id":
+            splits["id"] = data.satnet_splits(args.data)[1]
+        elif split == "ood":
+            splits["ood"] = data.rrn_test(args.data)
+        else:
+            splits[Path(split).name] = data.load_csv(split)
+    loops = [int(item) for item in args.loops.split(",")]
+    record = {"model": str(args.model), "votes": args.votes, "results": {}}
+    for name, dataset in splits.items():
+        if args.limit:
+            dataset = dataset.select(range(min(args.limit, len(dataset))))
+        puzzles = data.to_tensor(list(dataset["puzzle"]))
+        solutions = data.to_tensor(list(dataset["solution"]))
+        record["results"][name] = evaluate_sudoku(model, puzzles, solutions, loops=loops, votes=args.votes)
+    print(f"{'split':<8}{'loops':>7}{'votes':>7}{'board acc':>11}{'cell acc':>10}{'puzzles/s':>11}")
+    for name, per_loop in record["results"].items():
+        for count, values in per_loop.items():
+            print(f"{name:<8}{count:>7}{args.votes:>7}{100 * values['board_accuracy']:>10.2f}%"
+                  f"{100 * values['cell_accuracy']:>9.2f}%{values['puzzles_per_second']:>11.1f}")
+    if args.json:
+        from ._io import atomic_write_text
+
+        atomic_write_text(args.json, json.dumps(record, indent=1))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="jacobiscope", description="Jacobian diagnostics for looped transformers.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -170,6 +227,28 @@ def build_parser() -> argparse.ArgumentParser:
     analyze_parser.add_argument("--quiet", action="store_true", help="no progress bar")
     analyze_parser.add_argument("--trust-remote-code", action="store_true", help="allow a Hub model's own code (off by default)")
     analyze_parser.set_defaults(handler=analyze_command)
+
+    sudoku = commands.add_parser("sudoku", help="train and evaluate the reference looped Sudoku solvers")
+    sudoku_commands = sudoku.add_subparsers(dest="sudoku_command", required=True)
+    train = sudoku_commands.add_parser("train", help="train ItrSA or AKOrN on SATNet rows 0-8999 (resumes)")
+    train.add_argument("--arch", choices=("itrsa", "akorn"))
+    train.add_argument("--config", help="a recipe JSON (jacobiscope.recipes.sudoku.SudokuRecipe fields)")
+    train.add_argument("--out", required=True)
+    train.add_argument("--max-steps", dest="max_steps", type=int)
+    train.add_argument("--epochs", type=float)
+    train.add_argument("--seed", type=int)
+    train.add_argument("--data", help="folder with satnet.csv.xz / rrn-test.csv.xz (default: ../shared/data/sudoku)")
+    train.add_argument("--no-resume", action="store_true")
+    train.set_defaults(handler=sudoku_train_command)
+    evaluate = sudoku_commands.add_parser("eval", help="board accuracy per loop count on the ID / OOD test sets")
+    evaluate.add_argument("model", help="a checkpoint folder or a shipped name (itrsa-sudoku, akorn-sudoku)")
+    evaluate.add_argument("--loops", default="16,32,64,128")
+    evaluate.add_argument("--votes", type=int, default=1)
+    evaluate.add_argument("--split", default="id,ood", help="id, ood, or csv files, comma-separated")
+    evaluate.add_argument("--limit", type=int, help="first n puzzles of each split")
+    evaluate.add_argument("--data")
+    evaluate.add_argument("--json")
+    evaluate.set_defaults(handler=sudoku_eval_command)
     return parser
 
 

@@ -215,27 +215,27 @@ def _qr_method(looped_map, x, steps, k, transient, reorth_every, seed, tangents,
     record_steps = []
     last_qr = transient
     total = transient + steps
+    window: list[tuple[int, torch.Tensor]] = []  # (loop, log|diag R|) since the last finiteness check
     with torch.no_grad():
         for t in range(1, total + 1):
             Y = frame.advance()
             if t % reorth_every != 0 and t != total and t != transient:
                 frame.Q = Y
                 continue
-            finite = torch.isfinite(frame.x.reshape(batch, -1)).all(1) & torch.isfinite(Y).all(dim=(1, 2))
-            newly_bad = alive & ~finite
-            if bool(newly_bad.any()):
-                nonfinite_step = torch.where(newly_bad, torch.full_like(nonfinite_step, t), nonfinite_step)
-                alive = alive & finite
-                # Keep the dead trajectories numerically inert so they cannot poison the batched QR.
-                Y = torch.where(alive.view(batch, 1, 1), Y, torch.eye(size, k, dtype=Y.dtype, device=Y.device))
-                if not bool(alive.any()):
-                    break
+            # A NaN/Inf trajectory does not break the batched QR (LAPACK propagates NaN), so finiteness is
+            # checked every few renormalizations: a host sync per loop would cost more than the loop itself.
             frame.Q, log_r = _orthonormalize(Y)
+            state_ok = torch.isfinite(frame.x.reshape(batch, -1)).all(1)  # no host sync: a tensor, checked later
+            window.append((t, log_r, state_ok))
             if t > transient:
-                log_r = torch.where(alive.view(batch, 1), log_r, torch.full_like(log_r, float("nan")))
                 local_rows.append(log_r / (t - last_qr))
                 record_steps.append(t - transient)
                 last_qr = t
+            if len(window) >= _CHECK_EVERY or t == total or t == transient:
+                alive = _check_window(window, alive, nonfinite_step)
+                window = []
+                if not bool(alive.any()):
+                    break
     if bool((nonfinite_step >= 0).any()):
         first = int(nonfinite_step[nonfinite_step >= 0].min())
         warnings.warn(
@@ -246,6 +246,23 @@ def _qr_method(looped_map, x, steps, k, transient, reorth_every, seed, tangents,
             stacklevel=3,
         )
     return _assemble(looped_map, frame, local_rows, record_steps, nonfinite_step, alive, batch_shape, k, meta, "qr")
+
+
+_CHECK_EVERY = 16
+
+
+def _check_window(window, alive, nonfinite_step):
+    """Mark trajectories whose state or log|R| went non-finite; record the first such loop."""
+    logs = torch.stack([log_r for _, log_r, _ in window])  # [w, batch, k]
+    states_ok = torch.stack([ok for _, _, ok in window])  # [w, batch]
+    bad = ~torch.isfinite(logs).all(-1) | ~states_ok  # [w, batch]
+    steps = torch.tensor([t for t, _, _ in window], device=logs.device)
+    newly = alive & bad.any(0)
+    if bool(newly.any()):
+        first = torch.argmax(bad.to(torch.int8), dim=0)  # first bad row per trajectory
+        nonfinite_step.copy_(torch.where(newly, steps[first], nonfinite_step))
+        alive = alive & ~newly
+    return alive
 
 
 def _assemble(looped_map, frame, local_rows, record_steps, nonfinite_step, alive, batch_shape, k, meta, method):

@@ -1,0 +1,251 @@
+"""Train and evaluate the reference Sudoku solvers with `transformers.Trainer` (the benchmark protocol of AKOrN and
+of Tomihari & Karakida: train on SATNet rows 0-8999, test in-distribution on rows 9000-9999 and out-of-distribution on
+the RRN test set)."""
+from __future__ import annotations
+
+import copy
+import json
+import math
+import os
+import time
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+import torch
+from transformers import Trainer, TrainerCallback, TrainingArguments
+
+from .._io import atomic_write_text
+
+__all__ = ["SudokuRecipe", "train_sudoku", "evaluate_sudoku", "EMACallback", "build_model"]
+
+
+@dataclass
+class SudokuRecipe:
+    """Everything a training run needs; saved as ``recipe.json`` beside the checkpoints.
+
+    Example::
+
+        >>> from jacobiscope.recipes.sudoku import SudokuRecipe
+        >>> SudokuRecipe(arch="akorn", hidden_size=64).model_config()["oscillator_dim"]
+        4
+    """
+
+    arch: str = "itrsa"  # "itrsa" | "akorn"
+    hidden_size: int = 128
+    num_heads: int = 8
+    loops: int = 16
+    eta: float = 1.0  # itrsa
+    norm: str = "rmsnorm"  # itrsa
+    attention: str = "standard"  # itrsa
+    oscillator_dim: int = 4  # akorn
+    oscillator_norm: bool = False  # akorn
+    learning_rate: float = 1e-3
+    batch_size: int = 64
+    epochs: float = 100.0
+    max_steps: int = -1
+    warmup_steps: int = 200
+    max_grad_norm: float = 1.0
+    weight_decay: float = 0.0
+    augment: bool = True
+    ema_beta: float = 0.995
+    ema_every: int = 10
+    ema_start: int = 100
+    seed: int = 0
+    train_limit: int | None = None  # first n training rows (tests, smoke runs)
+    eval_limit: int = 500  # ID test rows evaluated at each checkpoint
+    save_steps: int = 500
+    logging_steps: int = 50
+    extra: dict = field(default_factory=dict)
+
+    def model_config(self) -> dict:
+        if self.arch == "itrsa":
+            return {"hidden_size": self.hidden_size, "num_heads": self.num_heads, "loops": self.loops, "eta": self.eta,
+                    "norm": self.norm, "attention": self.attention}
+        if self.arch == "akorn":
+            return {"hidden_size": self.hidden_size, "num_heads": self.num_heads, "loops": self.loops,
+                    "oscillator_dim": self.oscillator_dim, "oscillator_norm": self.oscillator_norm}
+        raise ValueError(f"arch must be 'itrsa' or 'akorn', got {self.arch!r}.")
+
+    @classmethod
+    def from_json(cls, path) -> "SudokuRecipe":
+        data = json.loads(Path(path).read_text())
+        known = {f.name for f in fields(cls)}
+        unknown = set(data) - known
+        if unknown:
+            raise ValueError(f"Unknown recipe keys {sorted(unknown)} in {path}; known: {sorted(known)}.")
+        return cls(**data)
+
+
+def build_model(recipe: SudokuRecipe):
+    from ..models import AKOrNConfig, AKOrNForSudoku, ItrSAConfig, ItrSAForSudoku
+
+    if recipe.arch == "itrsa":
+        return ItrSAForSudoku(ItrSAConfig(**recipe.model_config()))
+    return AKOrNForSudoku(AKOrNConfig(**recipe.model_config()))
+
+
+class EMACallback(TrainerCallback):
+    """Exponential moving average of the weights (beta, every ``every`` steps after ``start``), saved with each
+    checkpoint as ``ema.safetensors`` and restored on resume. `swap_in` puts the EMA weights in the model."""
+
+    def __init__(self, beta: float = 0.995, every: int = 10, start: int = 100):
+        self.beta, self.every, self.start = beta, every, start
+        self.shadow: dict[str, torch.Tensor] | None = None
+
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        if self.shadow is None:
+            self.shadow = {k: v.detach().clone() for k, v in model.state_dict().items() if v.dtype.is_floating_point}
+        if state.global_step and args.resume_from_checkpoint:
+            self._load(Path(args.resume_from_checkpoint), model)
+
+    def on_step_end(self, args, state, control, model=None, **kwargs):
+        step = state.global_step
+        if step < self.start or step % self.every:
+            return
+        with torch.no_grad():
+            for name, value in model.state_dict().items():
+                if name in self.shadow:
+                    if step == self.start:
+                        self.shadow[name].copy_(value)
+                    else:
+                        self.shadow[name].lerp_(value.detach(), 1 - self.beta)
+
+    def on_save(self, args, state, control, model=None, **kwargs):
+        from safetensors.torch import save_file
+
+        folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+        folder.mkdir(parents=True, exist_ok=True)
+        temporary = folder / "ema.safetensors.tmp"
+        save_file({k: v.contiguous() for k, v in self.shadow.items()}, str(temporary))
+        os.replace(temporary, folder / "ema.safetensors")
+
+    def _load(self, folder: Path, model):
+        from safetensors.torch import load_file
+
+        path = folder / "ema.safetensors"
+        if path.exists():
+            loaded = load_file(str(path))
+            for name, value in loaded.items():
+                if name in self.shadow:
+                    self.shadow[name].copy_(value)
+
+    def swap_in(self, model) -> None:
+        with torch.no_grad():
+            state = model.state_dict()
+            for name, value in self.shadow.items():
+                state[name].copy_(value)
+
+
+class _AccuracyCallback(TrainerCallback):
+    """Board accuracy on a slice of the ID test set at each save, with the EMA weights; keeps ``best/``."""
+
+    def __init__(self, test_puzzles, test_solutions, ema: EMACallback | None, out_dir: Path, loops: int):
+        self.puzzles, self.solutions, self.ema, self.out_dir, self.loops = test_puzzles, test_solutions, ema, out_dir, loops
+        self.best = -1.0
+        self.history: list[dict] = []
+
+    def on_save(self, args, state, control, model=None, **kwargs):
+        from ..data.sudoku import board_accuracy
+
+        evaluated = copy.deepcopy(model).eval()
+        if self.ema is not None and self.ema.shadow is not None and state.global_step >= self.ema.start:
+            self.ema.swap_in(evaluated)
+        prediction = evaluated.solve(self.puzzles, loops=self.loops)
+        accuracy = board_accuracy(prediction, self.puzzles, self.solutions)
+        record = {"step": state.global_step, "epoch": state.epoch, "id_board_accuracy": accuracy,
+                  "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
+        self.history.append(record)
+        atomic_write_text(self.out_dir / "accuracy_history.json", json.dumps(self.history, indent=1))
+        if accuracy > self.best:
+            self.best = accuracy
+            evaluated.save_pretrained(self.out_dir / "best")
+            atomic_write_text(self.out_dir / "best" / "accuracy.json", json.dumps(record))
+        print(f"[sudoku] step {state.global_step}: ID board accuracy {accuracy:.3f} (best {self.best:.3f})", flush=True)
+
+
+def _latest_checkpoint(out_dir: Path) -> str | None:
+    checkpoints = sorted(out_dir.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[-1]))
+    complete = [p for p in checkpoints if (p / "trainer_state.json").exists()]
+    return str(complete[-1]) if complete else None
+
+
+def train_sudoku(recipe: SudokuRecipe, out_dir, *, resume: bool = True, data_path=None) -> dict:
+    """Train ``recipe`` into ``out_dir`` (checkpoints, ``best/``, ``final/``, ``recipe.json``, accuracy history).
+
+    Resumes from the newest complete checkpoint in ``out_dir`` unless ``resume=False``. Returns a summary dict.
+    """
+    from ..data import sudoku as data
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out_dir / "recipe.json", json.dumps(asdict(recipe), indent=1))
+    torch.manual_seed(recipe.seed)
+    train_set, test_set = data.satnet_splits(data_path, limit=None)
+    if recipe.train_limit is not None:
+        train_set = train_set.select(range(min(recipe.train_limit, len(train_set))))
+    if recipe.augment:
+        train_set = data.augmented_dataset(train_set, seed=recipe.seed)
+    else:
+        train_set = train_set.with_format("torch", columns=["input_ids", "labels"])
+    eval_rows = test_set.select(range(min(recipe.eval_limit, len(test_set))))
+    test_puzzles = data.to_tensor(list(eval_rows["puzzle"]))
+    test_solutions = data.to_tensor(list(eval_rows["solution"]))
+
+    model = build_model(recipe)
+    ema = EMACallback(recipe.ema_beta, recipe.ema_every, recipe.ema_start) if recipe.ema_beta > 0 else None
+    accuracy = _AccuracyCallback(test_puzzles, test_solutions, ema, out_dir, recipe.loops)
+    args = TrainingArguments(
+        output_dir=str(out_dir),
+        per_device_train_batch_size=recipe.batch_size,
+        learning_rate=recipe.learning_rate,
+        num_train_epochs=recipe.epochs,
+        max_steps=recipe.max_steps,
+        warmup_steps=recipe.warmup_steps,
+        lr_scheduler_type="constant_with_warmup",
+        max_grad_norm=recipe.max_grad_norm,
+        weight_decay=recipe.weight_decay,
+        save_steps=recipe.save_steps,
+        save_total_limit=2,
+        logging_steps=recipe.logging_steps,
+        seed=recipe.seed,
+        use_cpu=not torch.cuda.is_available(),
+        report_to=[],
+        remove_unused_columns=False,
+        dataloader_num_workers=0,
+        disable_tqdm=False,
+    )
+    callbacks = [c for c in (ema, accuracy) if c is not None]
+    trainer = Trainer(model=model, args=args, train_dataset=train_set, callbacks=callbacks)
+    checkpoint = _latest_checkpoint(out_dir) if resume else None
+    started = time.perf_counter()
+    result = trainer.train(resume_from_checkpoint=checkpoint)
+    trainer.save_model(str(out_dir / "final"))
+    if ema is not None:
+        final = copy.deepcopy(model)
+        ema.swap_in(final)
+        final.save_pretrained(out_dir / "final_ema")
+    summary = {"steps": result.global_step, "train_loss": result.training_loss, "seconds": time.perf_counter() - started,
+               "resumed_from": checkpoint, "best_id_board_accuracy": accuracy.best,
+               "puzzles_per_second": result.global_step * recipe.batch_size / max(time.perf_counter() - started, 1e-9)}
+    atomic_write_text(out_dir / "train_summary.json", json.dumps(summary, indent=1))
+    return summary
+
+
+def evaluate_sudoku(model, puzzles, solutions, loops=(16, 32, 64, 128), votes: int = 1, batch_size: int = 500) -> dict:
+    """Board and cell accuracy per loop count: ``{loops: {"board_accuracy", "cell_accuracy", "seconds"}}``."""
+    from ..data.sudoku import board_accuracy, cell_accuracy
+
+    model.eval()
+    torch.set_num_threads(os.cpu_count() or 1)
+    results = {}
+    for count in loops:
+        started = time.perf_counter()
+        kwargs = {"votes": votes} if votes != 1 else {}
+        prediction = model.solve(puzzles, loops=int(count), batch_size=batch_size, **kwargs)
+        results[int(count)] = {
+            "board_accuracy": board_accuracy(prediction, puzzles, solutions),
+            "cell_accuracy": cell_accuracy(prediction, puzzles, solutions),
+            "seconds": time.perf_counter() - started,
+            "puzzles_per_second": len(puzzles) / max(time.perf_counter() - started, 1e-9),
+        }
+    return results
