@@ -67,14 +67,18 @@ class _Coupling(nn.Module):
         self.head_dim = dim // self.heads
         self.qkv = nn.Linear(dim, 3 * dim)
         self.output = nn.Linear(dim, dim)
-        cos, sin = _rotary_tables(self.head_dim)
-        self.register_buffer("cos", cos, persistent=False)
-        self.register_buffer("sin", sin, persistent=False)
+        # Not buffers: transformers 5 builds models on the meta device and loads only saved tensors, so
+        # non-persistent buffers would come back uninitialized. The tables are cheap and cached per device/dtype.
+        self._tables: dict = {}
 
     def forward(self, x):
         n, cells, dim = x.shape
         q, k, v = self.qkv(x).reshape(n, cells, 3, self.heads, self.head_dim).permute(2, 0, 3, 1, 4)
-        cos, sin = self.cos.to(x.dtype), self.sin.to(x.dtype)
+        key = (x.device, x.dtype)
+        if key not in self._tables:
+            cos, sin = _rotary_tables(self.head_dim)
+            self._tables[key] = (cos.to(device=x.device, dtype=x.dtype), sin.to(device=x.device, dtype=x.dtype))
+        cos, sin = self._tables[key]
         q, k = _rotate(q, cos, sin), _rotate(k, cos, sin)
         mixed = F.scaled_dot_product_attention(q, k, v)
         return self.output(mixed.transpose(1, 2).reshape(n, cells, dim))
@@ -263,6 +267,7 @@ def _check_puzzles(input_ids: torch.Tensor) -> None:
 def _as_puzzle_tensor(puzzles) -> torch.Tensor:
     if isinstance(puzzles, torch.Tensor):
         _check_puzzles(puzzles)
+        _check_contradictions(puzzles.long())
         return puzzles.long()
     if isinstance(puzzles, str):
         puzzles = [puzzles]
@@ -275,4 +280,21 @@ def _as_puzzle_tensor(puzzles) -> torch.Tensor:
                 f"starting {text[:12]!r}."
             )
         rows.append([int(c) for c in text])
-    return torch.tensor(rows, dtype=torch.long)
+    tensor = torch.tensor(rows, dtype=torch.long)
+    _check_contradictions(tensor)
+    return tensor
+
+
+def _check_contradictions(input_ids: torch.Tensor) -> None:
+    """Refuse puzzles whose givens repeat a digit in a row, column or box (no solution can exist)."""
+    one_hot = torch.nn.functional.one_hot(input_ids, 10)[..., 1:].reshape(-1, 9, 9, 9)  # [N, row, col, digit]
+    units = {
+        "row": one_hot.sum(2),
+        "column": one_hot.sum(1),
+        "box": one_hot.reshape(-1, 3, 3, 3, 3, 9).sum(dim=(2, 4)).reshape(-1, 9, 9),
+    }
+    for unit, counts in units.items():
+        bad = (counts > 1).nonzero()
+        if bad.numel():
+            puzzle, index, digit = (int(v) for v in bad[0])
+            raise ValueError(f"Puzzle {puzzle} is contradictory: digit {digit + 1} appears twice in {unit} {index + 1}.")

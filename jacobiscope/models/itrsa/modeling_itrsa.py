@@ -249,6 +249,7 @@ def _check_puzzles(input_ids: torch.Tensor) -> None:
 def _as_puzzle_tensor(puzzles) -> torch.Tensor:
     if isinstance(puzzles, torch.Tensor):
         _check_puzzles(puzzles)
+        _check_contradictions(puzzles.long())
         return puzzles.long()
     if isinstance(puzzles, str):
         puzzles = [puzzles]
@@ -261,4 +262,21 @@ def _as_puzzle_tensor(puzzles) -> torch.Tensor:
                 f"starting {text[:12]!r}."
             )
         rows.append([int(c) for c in text])
-    return torch.tensor(rows, dtype=torch.long)
+    tensor = torch.tensor(rows, dtype=torch.long)
+    _check_contradictions(tensor)
+    return tensor
+
+
+def _check_contradictions(input_ids: torch.Tensor) -> None:
+    """Refuse puzzles whose givens repeat a digit in a row, column or box (no solution can exist)."""
+    one_hot = torch.nn.functional.one_hot(input_ids, 10)[..., 1:].reshape(-1, 9, 9, 9)  # [N, row, col, digit]
+    units = {
+        "row": one_hot.sum(2),
+        "column": one_hot.sum(1),
+        "box": one_hot.reshape(-1, 3, 3, 3, 3, 9).sum(dim=(2, 4)).reshape(-1, 9, 9),
+    }
+    for unit, counts in units.items():
+        bad = (counts > 1).nonzero()
+        if bad.numel():
+            puzzle, index, digit = (int(v) for v in bad[0])
+            raise ValueError(f"Puzzle {puzzle} is contradictory: digit {digit + 1} appears twice in {unit} {index + 1}.")

@@ -1,0 +1,138 @@
+import pytest
+import torch
+import transformers
+
+import jacobiscope
+from jacobiscope.data import sudoku as data
+from jacobiscope.models import AKOrNConfig, AKOrNForSudoku, ItrSAConfig, ItrSAForSudoku
+
+PUZZLE = "004300209005009001070060043006002087190007400050083000600000105003508690042910300"
+SOLUTION = "864371259325849761971265843436192587198657432257483916689734125713528694542916378"
+
+
+def _tiny(arch, **overrides):
+    torch.manual_seed(0)
+    if arch == "itrsa":
+        return ItrSAForSudoku(ItrSAConfig(hidden_size=16, num_heads=2, loops=3, **overrides)).eval()
+    return AKOrNForSudoku(AKOrNConfig(hidden_size=16, num_heads=2, oscillator_dim=4, loops=3, **overrides)).eval()
+
+
+def _puzzles(n=3):
+    train, _ = data.satnet_splits(limit=None)
+    return data.to_tensor(list(train.select(range(n))["puzzle"]))
+
+
+@pytest.mark.parametrize("arch", ["itrsa", "akorn"])
+def test_save_load_round_trip_through_automodel(arch, tmp_path):
+    model = _tiny(arch)
+    puzzles = _puzzles()
+    generator = lambda: torch.Generator().manual_seed(1)  # noqa: E731
+    kwargs = {"generator": generator()} if arch == "akorn" else {}
+    before = model(puzzles, **kwargs).logits
+    model.save_pretrained(tmp_path)
+    assert (tmp_path / "model.safetensors").exists()
+    loaded = transformers.AutoModel.from_pretrained(tmp_path)
+    assert type(loaded) is type(model)
+    kwargs = {"generator": generator()} if arch == "akorn" else {}
+    assert torch.equal(loaded(puzzles, **kwargs).logits, before)
+
+
+@pytest.mark.parametrize("arch", ["itrsa", "akorn"])
+def test_loop_map_step_is_the_models_own_loop(arch):
+    model = _tiny(arch).double()
+    puzzles = _puzzles()
+    looped = model.loop_map(puzzles, **({"seed": 5} if arch == "akorn" else {}))
+    kwargs = {"generator": torch.Generator().manual_seed(5)} if arch == "akorn" else {}
+    with torch.no_grad():
+        out = model(puzzles, loops=3, return_states=True, return_energies=True, **kwargs)
+        assert torch.allclose(looped.x0, out.states[0])
+        for t in range(3):
+            assert torch.allclose(looped(out.states[t]), out.states[t + 1], atol=1e-12)
+    energies = jacobiscope.pseudo_energy(out.states[:3], looped)  # [loops, N]
+    assert torch.allclose(energies.T, out.energies, atol=1e-9)
+
+
+@pytest.mark.parametrize("arch", ["itrsa", "akorn"])
+def test_loop_map_jacobian_matches_dense_autograd(arch):
+    model = _tiny(arch).double()
+    puzzles = _puzzles(1)
+    looped = model.loop_map(puzzles)
+    injection = model.injection(puzzles)
+    expected = torch.autograd.functional.jacobian(lambda x: model.step(x, injection), looped.x0)
+    expected = expected.reshape(looped.x0.numel(), looped.x0.numel())
+    assert torch.allclose(jacobiscope.jacobian(looped)[0], expected, atol=1e-10)
+    sigma = jacobiscope.spectral_norm(looped)
+    assert abs(float(sigma.value[0]) - float(torch.linalg.matrix_norm(expected, 2))) < 1e-8
+
+
+def test_akorn_state_stays_on_the_oscillator_spheres():
+    model = _tiny("akorn")
+    out = model(_puzzles(), loops=4, return_states=True)
+    norms = out.states.reshape(5, 3, 81, 4, 4).norm(dim=-1)
+    assert torch.allclose(norms, torch.ones_like(norms), atol=1e-5)
+
+
+def test_energy_voting_keeps_the_lowest_energy_draw():
+    model = _tiny("akorn")
+    puzzle = data.to_tensor([PUZZLE])
+    voted = model.solve(puzzle, loops=3, votes=4, seed=7)
+    # independent re-run of the four draws with the same generator stream
+    generator = torch.Generator().manual_seed(7)
+    with torch.no_grad():
+        out = model(puzzle.repeat(4, 1), loops=3, return_energies=True, generator=generator)
+    best = int(out.energies.sum(1).argmin())
+    digits = out.logits.argmax(-1)[best] + 1
+    assert torch.equal(voted[0], torch.where(puzzle[0] > 0, puzzle[0], digits))
+
+
+def test_energy_constrained_itrsa_variants():
+    single = _tiny("itrsa", attention="e_single")
+    V = single.attention.value_matrix()
+    qk = single.attention.key.weight.T @ single.attention.query.weight
+    assert torch.allclose(V, V.T) and torch.allclose(V, 0.5 * (qk + qk.T))
+    multi = _tiny("itrsa", attention="e_multi")
+    Vh = multi.attention.value_matrix()
+    assert Vh.shape == (2, 16, 16) and torch.allclose(Vh, Vh.transpose(1, 2))
+    for model in (single, multi):
+        assert model(_puzzles()).logits.shape == (3, 81, 9)
+
+
+def test_solve_keeps_givens_and_accepts_strings():
+    model = _tiny("itrsa")
+    grid = model.solve([PUZZLE, PUZZLE.replace("0", ".")], loops=2)
+    given = data.to_tensor([PUZZLE])[0] > 0
+    assert grid.shape == (2, 81) and torch.equal(grid[0][given], data.to_tensor([PUZZLE])[0][given])
+    assert torch.equal(grid[0], grid[1])
+    assert int(grid.min()) >= 1 and int(grid.max()) <= 9
+
+
+def test_bad_puzzles_are_refused():
+    model = _tiny("itrsa")
+    with pytest.raises(ValueError, match="81 characters"):
+        model.solve(PUZZLE[:80])
+    with pytest.raises(ValueError, match="81 characters"):
+        model.solve(PUZZLE[:80] + "x")
+    with pytest.raises(ValueError, match=r"digits 0-9, got values in \[10, 10\]"):
+        model.solve(torch.full((1, 81), 10))
+    contradictory = "11" + PUZZLE[2:]
+    with pytest.raises(ValueError, match="contradictory: digit 1 appears twice in row 1"):
+        model.solve(contradictory)
+    with pytest.raises(ValueError, match="votes must be 1"):
+        model.solve(PUZZLE, votes=3)
+
+
+def test_a_short_real_training_run_lowers_the_loss_and_resumes(tmp_path):
+    from jacobiscope.recipes.sudoku import SudokuRecipe, train_sudoku
+
+    recipe = SudokuRecipe(arch="itrsa", hidden_size=32, num_heads=4, loops=3, batch_size=32, learning_rate=3e-3,
+                          max_steps=30, warmup_steps=0, train_limit=256, eval_limit=20, save_steps=15,
+                          logging_steps=5, ema_start=5, ema_every=5, augment=False)
+    summary = train_sudoku(recipe, tmp_path / "run")
+    history = __import__("json").loads((tmp_path / "run" / "checkpoint-30" / "trainer_state.json").read_text())["log_history"]
+    losses = [entry["loss"] for entry in history if "loss" in entry]
+    assert losses[-1] < losses[0] - 0.1
+    assert (tmp_path / "run" / "checkpoint-30" / "ema.safetensors").exists()
+    assert (tmp_path / "run" / "best" / "model.safetensors").exists()
+    recipe.max_steps = 35
+    resumed = train_sudoku(recipe, tmp_path / "run")
+    assert resumed["resumed_from"].endswith("checkpoint-30") and resumed["steps"] == 35
