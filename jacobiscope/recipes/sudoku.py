@@ -37,6 +37,8 @@ class SudokuRecipe:
     eta: float = 1.0  # itrsa
     norm: str = "rmsnorm"  # itrsa
     attention: str = "standard"  # itrsa
+    mlp_ratio: int = 0  # itrsa
+    initializer_range: float = 0.02  # itrsa
     oscillator_dim: int = 4  # akorn
     oscillator_norm: bool = False  # akorn
     learning_rate: float = 1e-3
@@ -60,7 +62,8 @@ class SudokuRecipe:
     def model_config(self) -> dict:
         if self.arch == "itrsa":
             return {"hidden_size": self.hidden_size, "num_heads": self.num_heads, "loops": self.loops, "eta": self.eta,
-                    "norm": self.norm, "attention": self.attention}
+                    "norm": self.norm, "attention": self.attention, "mlp_ratio": self.mlp_ratio,
+                    "initializer_range": self.initializer_range}
         if self.arch == "akorn":
             return {"hidden_size": self.hidden_size, "num_heads": self.num_heads, "loops": self.loops,
                     "oscillator_dim": self.oscillator_dim, "oscillator_norm": self.oscillator_norm}

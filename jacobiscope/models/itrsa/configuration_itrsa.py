@@ -20,12 +20,14 @@ class ItrSAConfig(PretrainedConfig):
         norm: ``"rmsnorm"`` (the paper), ``"layernorm"`` or ``"none"``.
         attention: ``"standard"``, ``"e_single"`` or ``"e_multi"`` (the energy-constrained variants).
         attention_bias: biases in the standard attention's projections.
+        mlp_ratio: 0 (the paper's attention-only ItrSA) or the hidden width ratio of a per-cell MLP added to the
+            drive, ``Y = MSA(X) + MLP(X) + C`` (a looped post-norm transformer block).
     """
 
     model_type = "itrsa_sudoku"
 
     def __init__(self, hidden_size=128, num_heads=8, eta=1.0, loops=16, norm="rmsnorm", attention="standard",
-                 attention_bias=False, norm_eps=1e-6, initializer_range=0.02, **kwargs):
+                 attention_bias=False, mlp_ratio=0, norm_eps=1e-6, initializer_range=0.02, **kwargs):
         if norm not in ("rmsnorm", "layernorm", "none"):
             raise ValueError(f"norm must be 'rmsnorm', 'layernorm' or 'none', got {norm!r}.")
         if attention not in ("standard", "e_single", "e_multi"):
@@ -39,6 +41,7 @@ class ItrSAConfig(PretrainedConfig):
         self.norm = norm
         self.attention = attention
         self.attention_bias = attention_bias
+        self.mlp_ratio = mlp_ratio
         self.norm_eps = norm_eps
         self.initializer_range = initializer_range
         super().__init__(**kwargs)

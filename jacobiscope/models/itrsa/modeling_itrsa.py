@@ -133,8 +133,15 @@ class ItrSAForSudoku(PreTrainedModel):
         super().__init__(config)
         dim = config.hidden_size
         self.embed = nn.Embedding(10, dim)
-        self.position = nn.Parameter(torch.randn(81, dim) * 0.02)
+        # Row, column and box embeddings: cells that share a Sudoku unit share a component of their position,
+        # which attention needs from the first step (a generic 81-slot embedding starts without that structure).
+        self.row_embed = nn.Embedding(9, dim)
+        self.column_embed = nn.Embedding(9, dim)
+        self.box_embed = nn.Embedding(9, dim)
+
         self.attention = _LoopedAttention(config)
+        self.mlp = (nn.Sequential(nn.Linear(dim, config.mlp_ratio * dim), nn.GELU(), nn.Linear(config.mlp_ratio * dim, dim))
+                    if config.mlp_ratio else None)
         self.norm = _Norm(config.norm, dim, config.norm_eps)
         self.head_norm = _Norm("layernorm", dim, config.norm_eps)
         self.readout = nn.Linear(dim, 9)
@@ -152,14 +159,21 @@ class ItrSAForSudoku(PreTrainedModel):
     def injection(self, input_ids: torch.Tensor) -> torch.Tensor:
         """``C = embed(digits) + position`` for ``[N, 81]`` puzzles: ``[N, 81, dim]``."""
         _check_puzzles(input_ids)
-        return self.embed(input_ids) + self.position
+        return self.embed(input_ids) + self.position()
+
+    def position(self) -> torch.Tensor:
+        """``[81, dim]``: row + column + box embeddings of each cell."""
+        cells = torch.arange(81, device=self.embed.weight.device)
+        rows, columns, boxes = cells // 9, cells % 9, (cells // 27) * 3 + (cells % 9) // 3
+        return self.row_embed(rows) + self.column_embed(columns) + self.box_embed(boxes)
 
     def initial_state(self, injection: torch.Tensor) -> torch.Tensor:
         return self.norm(injection) if self.config.norm != "none" else injection
 
     def drive(self, x: torch.Tensor, injection: torch.Tensor) -> torch.Tensor:
-        """``Y_t = MSA(X_t) + C``."""
-        return self.attention(x) + injection
+        """``Y_t = MSA(X_t) + C`` (``+ MLP(X_t)`` when ``config.mlp_ratio > 0``)."""
+        y = self.attention(x) + injection
+        return y + self.mlp(x) if self.mlp is not None else y
 
     def step(self, x: torch.Tensor, injection: torch.Tensor) -> torch.Tensor:
         """One loop: ``Norm(X + eta * (MSA(X) + C))``."""
