@@ -9,7 +9,8 @@ Example::
     >>> lyap.exponents.shape
     torch.Size([2])
 """
-from . import adapters, dynamics, linalg, models, systems
+from . import adapters, dynamics, hub, linalg, models, systems
+from .hub import load_pretrained
 from .adapters import AdapterError, check_adapter, looped_block, register_adapter
 from .analyze import analyze, describe
 from .report import LayerResult, Report
@@ -46,6 +47,9 @@ from .maps import LoopedMap, as_looped_map
 __version__ = "0.1.0"
 
 __all__ = [
+    "hub",
+    "load_pretrained",
+    "models",
     "LayerResult",
     "Report",
     "analyze",

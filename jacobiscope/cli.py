@@ -196,6 +196,19 @@ def sudoku_eval_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def hub_command(args: argparse.Namespace) -> int:
+    from .hub import prepare_for_hub, push_to_hub, shipped_checkpoints
+
+    if args.hub_command == "list":
+        for name, folder in shipped_checkpoints().items():
+            print(f"{name}\t{folder}")
+    elif args.hub_command == "prepare":
+        print(prepare_for_hub(args.name, args.out))
+    else:
+        print(push_to_hub(args.name, args.repo_id, private=args.private))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="jacobiscope", description="Jacobian diagnostics for looped transformers.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -249,6 +262,19 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--data")
     evaluate.add_argument("--json")
     evaluate.set_defaults(handler=sudoku_eval_command)
+
+    hub = commands.add_parser("hub", help="list, prepare and upload the published checkpoints")
+    hub_commands = hub.add_subparsers(dest="hub_command", required=True)
+    hub_commands.add_parser("list", help="the checkpoints shipped with jacobiscope").set_defaults(handler=hub_command)
+    prepare = hub_commands.add_parser("prepare", help="copy a checkpoint with its code and auto_map, ready to upload")
+    prepare.add_argument("name")
+    prepare.add_argument("--out", required=True)
+    prepare.set_defaults(handler=hub_command)
+    push = hub_commands.add_parser("push", help="prepare and upload a checkpoint to the Hub")
+    push.add_argument("name")
+    push.add_argument("--repo-id", dest="repo_id", required=True)
+    push.add_argument("--private", action="store_true")
+    push.set_defaults(handler=hub_command)
     return parser
 
 

@@ -17,6 +17,7 @@ jacobiscope lazily).
 """
 from __future__ import annotations
 
+import importlib
 import math
 from dataclasses import dataclass
 
@@ -224,7 +225,9 @@ class AKOrNForSudoku(PreTrainedModel):
     def loop_map(self, input_ids, seed: int = 0):
         """The exact recurrence (projection and renormalization included) on these puzzles as a
         `jacobiscope.LoopedMap`; the blanks' initial noise is drawn from ``seed``."""
-        from jacobiscope import LoopedMap
+        # importlib, not an import statement: transformers scans remote code for imports and would otherwise
+        # demand jacobiscope from Hub users who never call loop_map.
+        LoopedMap = importlib.import_module("jacobiscope").LoopedMap
 
         input_ids = _as_puzzle_tensor(input_ids).to(self.device)
         step = _AKOrNLoop(self, input_ids)

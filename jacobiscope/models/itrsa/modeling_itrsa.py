@@ -8,6 +8,7 @@ imports jacobiscope, lazily).
 """
 from __future__ import annotations
 
+import importlib
 import math
 from dataclasses import dataclass
 
@@ -222,7 +223,9 @@ class ItrSAForSudoku(PreTrainedModel):
     def loop_map(self, input_ids):
         """The exact recurrence on these puzzles as a `jacobiscope.LoopedMap` (``batch_dims=1``, state
         ``[81, dim]``, ``x0`` the initial state, a drive for the pseudo-energy)."""
-        from jacobiscope import LoopedMap
+        # importlib, not an import statement: transformers scans remote code for imports and would otherwise
+        # demand jacobiscope from Hub users who never call loop_map.
+        LoopedMap = importlib.import_module("jacobiscope").LoopedMap
 
         input_ids = _as_puzzle_tensor(input_ids).to(self.device)
         step = _ItrSALoop(self, input_ids)

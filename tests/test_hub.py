@@ -1,0 +1,90 @@
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+import transformers
+
+import jacobiscope
+from jacobiscope.hub import HubError, load_pretrained, prepare_for_hub, push_to_hub
+from jacobiscope.models import AKOrNConfig, AKOrNForSudoku, ItrSAConfig, ItrSAForSudoku
+
+PUZZLES = torch.randint(0, 10, (2, 81), generator=torch.Generator().manual_seed(0))
+
+
+def _saved(tmp_path, arch):
+    torch.manual_seed(0)
+    model = (ItrSAForSudoku(ItrSAConfig(hidden_size=16, num_heads=2, loops=2)) if arch == "itrsa"
+             else AKOrNForSudoku(AKOrNConfig(hidden_size=16, num_heads=2, loops=2))).eval()
+    folder = tmp_path / arch
+    model.save_pretrained(folder)
+    return model, folder
+
+
+@pytest.mark.parametrize("arch", ["itrsa", "akorn"])
+def test_prepared_folder_loads_with_its_own_code(tmp_path, arch):
+    model, folder = _saved(tmp_path, arch)
+    prepared = prepare_for_hub(folder, tmp_path / "prepared")
+    config = json.loads((prepared / "config.json").read_text())
+    module = "itrsa" if arch == "itrsa" else "akorn"
+    assert config["auto_map"]["AutoModel"] == f"modeling_{module}.{type(model).__name__}"
+    assert (prepared / f"modeling_{module}.py").exists() and (prepared / f"configuration_{module}.py").exists()
+    # A Hub user without jacobiscope: a fresh interpreter that never imports it loads the folder's own code.
+    script = f"""
+import sys, torch, transformers
+model = transformers.AutoModel.from_pretrained({str(prepared)!r}, trust_remote_code=True)
+assert "jacobiscope" not in sys.modules, "the remote code must not need jacobiscope"
+kwargs = {{"generator": torch.Generator().manual_seed(3)}} if {arch == "akorn"} else {{}}
+with torch.no_grad():
+    torch.save(model(torch.load({str(tmp_path / 'puzzles.pt')!r}), **kwargs).logits, {str(tmp_path / 'logits.pt')!r})
+print(type(model).__module__)
+"""
+    torch.save(PUZZLES, tmp_path / "puzzles.pt")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "HF_HUB_OFFLINE": "1", "HF_MODULES_CACHE": str(tmp_path / "modules")})
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip().startswith("transformers_modules")
+    kwargs = {"generator": torch.Generator().manual_seed(3)} if arch == "akorn" else {}
+    with torch.no_grad():
+        assert torch.allclose(torch.load(tmp_path / "logits.pt"), model(PUZZLES, **kwargs).logits)
+
+
+def test_load_pretrained_from_a_folder_and_bad_files(tmp_path):
+    model, folder = _saved(tmp_path, "itrsa")
+    loaded = load_pretrained(folder)
+    with torch.no_grad():
+        assert torch.equal(loaded(PUZZLES).logits, model(PUZZLES).logits)
+    (folder / "model.safetensors").write_bytes(b"not a safetensors file")
+    with pytest.raises(HubError, match="corrupt or truncated"):
+        load_pretrained(folder)
+    (folder / "model.safetensors").unlink()
+    with pytest.raises(HubError, match="no model.safetensors"):
+        load_pretrained(folder)
+    with pytest.raises(HubError, match="Unknown checkpoint 'no-such-model'"):
+        load_pretrained("no-such-model")
+
+
+def test_push_prepares_and_uploads(tmp_path, monkeypatch):
+    _, folder = _saved(tmp_path, "akorn")
+    calls = {}
+
+    class FakeApi:
+        def __init__(self, token=None):
+            calls["token"] = token
+
+        def create_repo(self, repo_id, private=False, exist_ok=False):
+            calls["repo"] = (repo_id, private)
+
+        def upload_folder(self, folder_path, repo_id, commit_message):
+            from pathlib import Path
+
+            calls["files"] = sorted(p.name for p in Path(folder_path).iterdir())
+            return type("Info", (), {"commit_url": f"https://huggingface.co/{repo_id}/commit/abc"})()
+
+    monkeypatch.setattr("huggingface_hub.HfApi", FakeApi)
+    url = push_to_hub(folder, "someone/akorn-sudoku", token="t")
+    assert url.endswith("/commit/abc") and calls["repo"] == ("someone/akorn-sudoku", False)
+    assert {"config.json", "model.safetensors", "modeling_akorn.py", "configuration_akorn.py"} <= set(calls["files"])
+    assert "auto_map" not in json.loads((folder / "config.json").read_text())  # the source folder is untouched
