@@ -354,7 +354,14 @@ def case_lyap_vs_forward(shape, args) -> dict:
         "trajectory": lambda: m.trajectory(x, steps=T),
         "top1": lambda: js.lyapunov_spectrum(m, x, steps=T, k=1, seed=0),
         "top16": lambda: js.lyapunov_spectrum(m, x, steps=T, k=16, seed=0),
+        # compile=True: one-off compilation (timed below), then fused jvps
+        "top1_compiled": lambda: js.lyapunov_spectrum(m, x, steps=T, k=1, seed=0, compile=True),
+        "top16_compiled": lambda: js.lyapunov_spectrum(m, x, steps=T, k=16, seed=0, compile=True),
     }
+    compile_started = time.perf_counter()
+    js.lyapunov_spectrum(m, x, steps=2, k=1, seed=0, compile=True)
+    js.lyapunov_spectrum(m, x, steps=2, k=16, seed=0, compile=True)
+    compile_seconds = time.perf_counter() - compile_started
     memory = PeakMemory().start()
     for fn in runs.values():  # warm-up
         fn()
@@ -385,6 +392,10 @@ def case_lyap_vs_forward(shape, args) -> dict:
         "top1_over_forward": medians["top1"] / medians["forward"],
         "top1_over_trajectory": medians["top1"] / medians["trajectory"],
         "top16_over_forward": medians["top16"] / medians["forward"],
+        "top1_compiled_over_forward": medians["top1_compiled"] / medians["forward"],
+        "top16_compiled_over_forward": medians["top16_compiled"] / medians["forward"],
+        "compile_seconds_first_calls": compile_seconds,
+        "top1_compiled_exponent": float(results["top1_compiled"].exponents[0]),
         "top1_exponent": float(results["top1"].exponents[0]),
         "top16_first_exponent": float(results["top16"].exponents[0]),
         "samples": samples,
@@ -537,8 +548,10 @@ def summarize(cases: dict) -> dict:
         summary["spectral_speedup"] = dense["seconds"] / free["seconds"]
     if "top1_over_forward" in cases.get("lyap_vs_forward", {}):
         summary["top1_over_forward"] = cases["lyap_vs_forward"]["top1_over_forward"]
+        summary["top1_compiled_over_forward"] = cases["lyap_vs_forward"].get("top1_compiled_over_forward")
     checks = {
         "top1_over_forward": lambda v: v <= TARGETS["top1_over_forward"],
+        "top1_compiled_over_forward": lambda v: v is not None and v <= TARGETS["top1_over_forward"],
         "lyap16_speedup": lambda v: v >= TARGETS["lyap16_speedup"],
         "lyap16_max_abs_diff": lambda v: v <= TARGETS["lyap16_max_abs_diff"],
         "spectral_rel_diff": lambda v: v <= TARGETS["spectral_rel_diff"],
@@ -599,6 +612,11 @@ def markdown_table(record: dict) -> str:
         add(f"Top-1 Lyapunov, {T} loops fp32: time", f"{1e3 * lf['top1_seconds']:.1f} ms")
         add("Top-1 Lyapunov / plain forward", f"{lf['top1_over_forward']:.1f}x",
             f"<= {TARGETS['top1_over_forward']:.0f}x", "top1_over_forward")
+        if "top1_compiled_over_forward" in lf:
+            add("Top-1 Lyapunov / plain forward, compile=True", f"{lf['top1_compiled_over_forward']:.1f}x",
+                f"<= {TARGETS['top1_over_forward']:.0f}x", "top1_compiled_over_forward")
+            add("Top-16 Lyapunov / plain forward, compile=True (information)", f"{lf['top16_compiled_over_forward']:.1f}x")
+            add("compile=True: one-off compilation (k=1 and k=16)", f"{lf['compile_seconds_first_calls']:.1f} s")
         add("Top-1 Lyapunov / m.trajectory", f"{lf['top1_over_trajectory']:.1f}x")
         add(f"Top-16 Lyapunov, {T} loops fp32: time (information)", f"{1e3 * lf['top16_seconds']:.1f} ms")
         add("Top-16 Lyapunov / plain forward (information)", f"{lf['top16_over_forward']:.1f}x")

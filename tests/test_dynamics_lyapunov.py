@@ -170,3 +170,12 @@ def test_kaplan_yorke_dimension_cases():
     assert abs(float(kaplan_yorke(torch.tensor([0.5, -0.25, -1.0]))) - 2.25) < 1e-12
     assert math.isnan(float(kaplan_yorke(torch.tensor([0.5, 0.1]))))  # only k < D computed, still positive
     assert float(kaplan_yorke(torch.tensor([0.5, 0.1]), state_size=2)) == 2.0
+
+
+def test_compiled_tangent_propagation_equals_eager(attention_map64):
+    m = attention_map64
+    for k in (1, 3):
+        eager = jacobiscope.lyapunov_spectrum(m, m.x0, steps=12, k=k)
+        compiled = jacobiscope.lyapunov_spectrum(m, m.x0, steps=12, k=k, compile=True)
+        assert torch.allclose(compiled.exponents, eager.exponents, atol=1e-10)
+        assert torch.allclose(compiled.final_state, eager.final_state, atol=1e-12)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..errors import ArgumentError, NonFiniteWarning
-from ..linalg.operators import jacobian_matmat, jvp
+from ..linalg.operators import forward_ad_context, jacobian_matmat, jvp
 from ..maps import LoopedMap, as_looped_map, require_precision
 
 __all__ = ["lyapunov_spectrum", "LyapunovResult", "kaplan_yorke_dimension"]
@@ -74,6 +74,7 @@ def lyapunov_spectrum(
     perturbation: float | None = None,
     chunk_size: int | None = None,
     batch_dims: int | None = None,
+    compile: bool = False,
 ) -> LyapunovResult:
     """The ``k`` largest Lyapunov exponents of the looped map ``X_{t+1} = F(X_t)`` along the orbit of ``x0``.
 
@@ -105,6 +106,8 @@ def lyapunov_spectrum(
         tangents: optional initial frame ``[k, *batch, *state]`` (e.g. ``final_tangents`` of a previous run).
         perturbation: initial distance for ``"two_trajectory"`` (default ``sqrt(eps) * max(1, ||x0||)``).
         chunk_size: vmap chunk size for the ``k`` jvps (bounds memory for large ``k``).
+        compile: run each loop's jvps through ``torch.compile`` (a one-off compilation of ~20 s on CPU; then
+            2-4x faster on small maps, where per-operation dispatch dominates). Off by default.
 
     Returns:
         `LyapunovResult` with exponents, running-estimate history, finite-time exponents, standard errors,
@@ -152,13 +155,13 @@ def lyapunov_spectrum(
     }
     if method == "two_trajectory":
         return _two_trajectory(looped_map, x, steps, transient, perturbation, seed, meta)
-    return _qr_method(looped_map, x, steps, k, transient, reorth_every, seed, tangents, chunk_size, meta)
+    return _qr_method(looped_map, x, steps, k, transient, reorth_every, seed, tangents, chunk_size, meta, compile)
 
 
 class _FrameState:
     """The orbit and its tangent frame, flattened per trajectory: ``x [*batch, *state]``, ``Q [batch, D, k]``."""
 
-    def __init__(self, looped_map: LoopedMap, x: torch.Tensor, Q: torch.Tensor, chunk_size):
+    def __init__(self, looped_map: LoopedMap, x: torch.Tensor, Q: torch.Tensor, chunk_size, compile: bool = False):
         self.map = looped_map
         self.x = x
         self.Q = Q
@@ -166,9 +169,15 @@ class _FrameState:
         self.batch = Q.shape[0]
         self.size = Q.shape[1]
         self.k = Q.shape[2]
+        self._compiled = _compiled_advance(looped_map, self.k, x.shape, chunk_size) if compile else None
 
     def advance(self) -> torch.Tensor:
         """One loop of the orbit and the tangents; returns ``Y = J Q`` as ``[batch, D, k]`` (x is advanced)."""
+        if self._compiled is not None:
+            block = self.Q.permute(2, 0, 1).reshape(self.k, *self.x.shape)
+            with forward_ad_context():
+                self.x, tangents = self._compiled(self.x, block)
+            return tangents.reshape(self.k, self.batch, self.size).permute(1, 2, 0)
         if self.k == 1:
             output, tangent = jvp(self.map, self.x, self.Q[..., 0].reshape(self.x.shape), return_output=True)
             self.x = output
@@ -177,6 +186,21 @@ class _FrameState:
         output, tangents = jacobian_matmat(self.map, self.x, block, chunk_size=self.chunk_size, return_output=True)
         self.x = output
         return tangents.reshape(self.k, self.batch, self.size).permute(1, 2, 0)
+
+
+def _compiled_advance(looped_map, k, shape, chunk_size):
+    """``(x, V) -> (F(x), J V)`` through ``torch.compile``: fuses the small ops whose dispatch dominates a jvp of a
+    small map (measured 2.3x a forward compiled, against 8-10x eager, on an 81 x 128 attention map)."""
+    from torch.func import jvp as func_jvp, vmap
+
+    def advance(x, V):
+        if k == 1:
+            output, tangent = func_jvp(looped_map.step, (x,), (V[0],))
+            return output, tangent.unsqueeze(0)
+        outputs, tangents = vmap(lambda v: func_jvp(looped_map.step, (x,), (v,)), chunk_size=chunk_size)(V)
+        return outputs[0], tangents
+
+    return torch.compile(advance, dynamic=False)
 
 
 def _orthonormalize(Y: torch.Tensor):
@@ -204,11 +228,11 @@ def _initial_frame(x, batch, size, k, seed, tangents, looped_map):
     return Q
 
 
-def _qr_method(looped_map, x, steps, k, transient, reorth_every, seed, tangents, chunk_size, meta):
+def _qr_method(looped_map, x, steps, k, transient, reorth_every, seed, tangents, chunk_size, meta, compile=False):
     batch_shape = looped_map.batch_shape(x)
     batch = int(torch.Size(batch_shape).numel())
     size = looped_map.state_size(x)
-    frame = _FrameState(looped_map, x, _initial_frame(x, batch, size, k, seed, tangents, looped_map), chunk_size)
+    frame = _FrameState(looped_map, x, _initial_frame(x, batch, size, k, seed, tangents, looped_map), chunk_size, compile)
     nonfinite_step = torch.full((batch,), -1, dtype=torch.long, device=x.device)
     alive = torch.ones(batch, dtype=torch.bool, device=x.device)
     local_rows = []
