@@ -136,3 +136,22 @@ def test_a_short_real_training_run_lowers_the_loss_and_resumes(tmp_path):
     recipe.max_steps = 35
     resumed = train_sudoku(recipe, tmp_path / "run")
     assert resumed["resumed_from"].endswith("checkpoint-30") and resumed["steps"] == 35
+
+
+def test_cli_eval_reports_accuracy_per_loop_count(tmp_path):
+    import json
+
+    from jacobiscope.cli import main
+
+    model = _tiny("itrsa")
+    model.save_pretrained(tmp_path / "model")
+    record_path = tmp_path / "eval.json"
+    assert main(["sudoku", "eval", str(tmp_path / "model"), "--loops", "1,2", "--split", "id", "--limit", "20",
+                 "--json", str(record_path)]) == 0
+    record = json.loads(record_path.read_text())
+    _, test = data.satnet_splits()
+    rows = test.select(range(20))
+    puzzles, solutions = data.to_tensor(list(rows["puzzle"])), data.to_tensor(list(rows["solution"]))
+    for loops in (1, 2):
+        expected = data.cell_accuracy(model.solve(puzzles, loops=loops), puzzles, solutions)
+        assert record["results"]["id"][str(loops)]["cell_accuracy"] == pytest.approx(expected)
