@@ -1,0 +1,183 @@
+"""Turn a trained Sudoku run into a published checkpoint folder: weights, config with ``auto_map``, measured results,
+and a model card written from those measurements."""
+from __future__ import annotations
+
+import json
+import platform
+import shutil
+import time
+import warnings
+from pathlib import Path
+
+import torch
+
+from .._io import atomic_write_text
+
+__all__ = ["measure_checkpoint", "write_model_card", "ship_checkpoint", "CHECK_SLICE"]
+
+#: The fixed slice of the SATNet ID test set that the CI check re-measures: rows 9000-9199.
+CHECK_SLICE = 200
+
+
+def _dynamics_on(model, puzzles, loops: int) -> dict:
+    """Max Lyapunov exponent and Jacobian spectral norm of the model's loop on ``puzzles`` (float64)."""
+    from ..dynamics.lyapunov import lyapunov_spectrum
+    from ..linalg.svd import spectral_norm
+
+    looped = model.loop_map(puzzles).to(dtype=torch.float64)
+    lyapunov = lyapunov_spectrum(looped, looped.x0, steps=loops, k=1, seed=0)
+    final = looped.trajectory(looped.x0, loops)[-1]
+    # A residual of 1e-4 gives sigma to ~1e-8 (Ritz values converge quadratically); the slowest puzzle of the
+    # batch sets the iteration count, so the cap keeps the card's measurement cheap.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        start_result = spectral_norm(looped, looped.x0, tol=1e-4, max_iter=60)
+        end_result = spectral_norm(looped, final, tol=1e-4, max_iter=60)
+    sigma_start, sigma_end = start_result.value, end_result.value
+    exponents = lyapunov.exponents[:, 0]
+    return {
+        "puzzles": int(puzzles.shape[0]),
+        "loops": loops,
+        "max_lyapunov_mean": float(exponents.mean()),
+        "max_lyapunov_std": float(exponents.std()),
+        "spectral_norm_start_mean": float(sigma_start.mean()),
+        "spectral_norm_end_mean": float(sigma_end.mean()),
+        "spectral_norm_end_max": float(sigma_end.max()),
+        "spectral_norm_max_residual": float(max(start_result.tolerance.max(), end_result.tolerance.max())),
+    }
+
+
+def measure_checkpoint(model, *, loops=(16, 32, 64, 128), votes=(1,), ood_limit: int = 2000, data_path=None,
+                       dynamics_puzzles: int = 16) -> dict:
+    """Board accuracy per loop count (and votes) on the full ID test set and the first ``ood_limit`` RRN puzzles,
+    the accuracy on the CI check slice, and the loop's dynamics on ID puzzles."""
+    from ..data import sudoku as data
+    from .sudoku import evaluate_sudoku
+
+    _, id_test = data.satnet_splits(data_path)
+    ood = data.rrn_test(data_path, limit=ood_limit)
+    results = {"id": {}, "ood": {}, "loops_trained": int(model.config.loops)}
+    for name, dataset in (("id", id_test), ("ood", ood)):
+        puzzles = data.to_tensor(list(dataset["puzzle"]))
+        solutions = data.to_tensor(list(dataset["solution"]))
+        for vote_count in votes:
+            per_loop = evaluate_sudoku(model, puzzles, solutions, loops=loops, votes=vote_count)
+            results[name][f"votes={vote_count}"] = {str(k): v for k, v in per_loop.items()}
+    check = id_test.select(range(CHECK_SLICE))
+    check_puzzles = data.to_tensor(list(check["puzzle"]))
+    check_solutions = data.to_tensor(list(check["solution"]))
+    prediction = model.solve(check_puzzles, loops=int(model.config.loops))
+    results["check_slice"] = {"rows": f"SATNet 9000-{9000 + CHECK_SLICE - 1}", "loops": int(model.config.loops),
+                              "board_accuracy": data.board_accuracy(prediction, check_puzzles, check_solutions)}
+    results["dynamics_id"] = _dynamics_on(model, data.to_tensor(list(id_test.select(range(dynamics_puzzles))["puzzle"])),
+                                          int(model.config.loops))
+    results["ood_rows"] = f"RRN test rows 0-{ood_limit - 1} (of 18,000)"
+    results["measured"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    results["machine"] = f"{platform.machine()}, torch {torch.__version__}, {torch.get_num_threads()} threads"
+    return results
+
+
+def _table(results: dict, split: str) -> str:
+    lines = ["| votes | " + " | ".join(f"T={t}" for t in results[split]["votes=1"]) + " |",
+             "|---|" + "---|" * len(results[split]["votes=1"])]
+    for votes, per_loop in results[split].items():
+        cells = " | ".join(f"{100 * v['board_accuracy']:.1f}%" for v in per_loop.values())
+        lines.append(f"| {votes.split('=')[1]} | {cells} |")
+    return "\n".join(lines)
+
+
+def write_model_card(folder, *, name: str, recipe: dict, results: dict, training: dict, description: str,
+                     limitations: list[str]) -> Path:
+    """Write ``README.md`` (Hub metadata header + measured results) into ``folder``."""
+    folder = Path(folder)
+    dynamics = results["dynamics_id"]
+    card = f"""---
+library_name: transformers
+license: apache-2.0
+tags:
+- jacobiscope
+- looped-transformer
+- sudoku
+- {recipe.get('arch', 'itrsa')}
+datasets:
+- satnet-sudoku
+metrics:
+- board_accuracy
+pipeline_tag: other
+---
+
+# {name}
+
+{description}
+
+Load it offline with jacobiscope (`jacobiscope.load_pretrained("{name}")`), from this folder with
+`AutoModel.from_pretrained(path)` after `import jacobiscope`, or from the Hub with `trust_remote_code=True` (the folder
+carries its own modeling code).
+
+## Architecture and recipe
+
+```json
+{json.dumps(recipe, indent=1)}
+```
+
+Training data: SATNet Sudoku rows 0-8999 only{', with random symmetry augmentation (digit relabelling, band/stack/row/column permutations, transposition) drawn afresh every epoch' if recipe.get('augment') else ''}.
+Trained with `jacobiscope sudoku train` on `transformers.Trainer`: {training.get('summary', '')}
+
+## Results (board accuracy: a board counts only if every blank is right)
+
+Measured with `jacobiscope sudoku eval` ({results['measured']}; {results['machine']}).
+
+In-distribution, SATNet test rows 9000-9999 (1,000 puzzles):
+
+{_table(results, 'id')}
+
+Out-of-distribution, {results['ood_rows']}, 17-34 givens:
+
+{_table(results, 'ood')}
+
+CI check: board accuracy {100 * results['check_slice']['board_accuracy']:.1f}% on {results['check_slice']['rows']} at
+T={results['check_slice']['loops']}; the test suite reloads this checkpoint by name and requires at least this figure
+minus a small margin.
+
+## Dynamics of the loop (measured by jacobiscope, float64, {dynamics['puzzles']} ID test puzzles, T={dynamics['loops']})
+
+| quantity | value |
+|---|---|
+| max Lyapunov exponent (mean +- std over puzzles), nats/loop | {dynamics['max_lyapunov_mean']:.4f} +- {dynamics['max_lyapunov_std']:.4f} |
+| Jacobian spectral norm at the initial state (mean) | {dynamics['spectral_norm_start_mean']:.3f} |
+| Jacobian spectral norm at loop T (mean / max) | {dynamics['spectral_norm_end_mean']:.3f} / {dynamics['spectral_norm_end_max']:.3f} |
+
+## Limitations
+
+""" + "\n".join(f"- {item}" for item in limitations) + "\n"
+    atomic_write_text(folder / "README.md", card)
+    return folder / "README.md"
+
+
+def ship_checkpoint(source, name: str, *, description: str, limitations: list[str], loops=(16, 32, 64, 128),
+                    votes=(1,), ood_limit: int = 2000, destination=None, training: dict | None = None) -> Path:
+    """Copy a trained checkpoint into ``hub_configs/<name>`` (or ``destination``), measure it, write results.json
+    and the model card, and add the code + ``auto_map`` for Hub users."""
+    from ..hub import load_pretrained, prepare_for_hub
+
+    source = Path(source)
+    root = Path(__file__).resolve().parents[2] / "hub_configs"
+    folder = Path(destination) if destination is not None else root / name
+    staging = folder.with_name(folder.name + ".staging")
+    if staging.exists():
+        shutil.rmtree(staging)
+    staging.mkdir(parents=True)
+    for file in ("config.json", "model.safetensors"):
+        shutil.copy2(source / file, staging / file)
+    model = load_pretrained(staging).eval()
+    results = measure_checkpoint(model, loops=loops, votes=votes, ood_limit=ood_limit)
+    recipe_path = source.parent / "recipe.json"
+    recipe = json.loads(recipe_path.read_text()) if recipe_path.exists() else {}
+    atomic_write_text(staging / "results.json", json.dumps(results, indent=1))
+    write_model_card(staging, name=name, recipe=recipe, results=results, training=training or {},
+                     description=description, limitations=limitations)
+    prepare_for_hub(staging)
+    if folder.exists():
+        shutil.rmtree(folder)
+    staging.rename(folder)  # the published folder appears whole or not at all
+    return folder
