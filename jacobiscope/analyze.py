@@ -30,6 +30,32 @@ __all__ = ["analyze", "describe", "DIAGNOSTICS", "LayerPlan"]
 DIAGNOSTICS = ("spectral_norm", "eigenvalues", "lyapunov", "clusters", "energy")
 
 
+def _has_native_loop(model) -> bool:
+    return callable(getattr(model, "loop_map", None))
+
+
+def _native_examples(inputs):
+    """Puzzles for a model with its own ``loop_map``: strings or an ``[N, 81]`` tensor, one example each."""
+    from .adapters.inputs import InputError, ModelInputs
+
+    if isinstance(inputs, str):
+        inputs = [inputs]
+    if isinstance(inputs, (list, tuple)):
+        if not inputs:
+            raise InputError("No puzzles given: pass at least one 81-character puzzle string.")
+        from .data.sudoku import to_tensor
+
+        tensor, labels = to_tensor(list(inputs)), [text[:20] + "..." for text in inputs]
+    elif isinstance(inputs, torch.Tensor):
+        tensor = inputs if inputs.dim() == 2 else inputs.unsqueeze(0)
+        if tensor.shape[0] == 0:
+            raise InputError("The puzzle tensor is empty.")
+        labels = [f"puzzle[{i}]" for i in range(tensor.shape[0])]
+    else:
+        raise InputError(f"A looped model takes puzzles (strings or an [N, 81] tensor), got {type(inputs).__name__}.")
+    return [ModelInputs({"input_ids": tensor[i : i + 1]}, [labels[i]]) for i in range(tensor.shape[0])]
+
+
 def _resolve_diagnostics(diagnostics) -> tuple[str, ...]:
     if diagnostics is None:
         return DIAGNOSTICS
@@ -151,14 +177,26 @@ def analyze(
     notes = list(prepared.notes)
     rows: list[LayerResult] = []
     started = time.perf_counter()
+    native = _has_native_loop(model)
     try:
-        model_inputs = prepare_inputs(model, inputs, tokenizer, max_length=max_length)
-        examples = model_inputs.examples()
-        layer_list = _resolve_layers(model, layers)
+        if native:
+            # A reference looped model exposes its own recurrence: no adapter, one "layer" (the loop itself).
+            examples = _native_examples(inputs)
+            layer_list = [0]
+            mode = "loop"
+        else:
+            model_inputs = prepare_inputs(model, inputs, tokenizer, max_length=max_length)
+            examples = model_inputs.examples()
+            layer_list = _resolve_layers(model, layers)
         shard, gather = _shard(examples)
         bar = _progress(len(shard) * len(layer_list), progress)
         for global_index, example in shard:
-            maps = build_maps(prepared, example, layer_list, mode, eta, dtype)
+            if native:
+                looped = model.loop_map(example.kwargs["input_ids"])
+                looped.meta.setdefault("layer", 0)
+                maps = [looped.to(dtype=dtype) if dtype is not None else looped]
+            else:
+                maps = build_maps(prepared, example, layer_list, mode, eta, dtype)
             for looped in maps:
                 if device is not None:
                     looped = looped.to(device=device)
@@ -177,15 +215,19 @@ def analyze(
     if any(note.startswith(("model switched", "attention implementation switched")) for note in notes):
         notes.append("the model was restored to its original state afterwards")
     rows.sort(key=lambda row: (row.input_index, row.layer))
-    _, blocks, spec = find_blocks(model)
+    if native:
+        blocks, spec_name = [model], "native loop_map"
+    else:
+        _, blocks, spec = find_blocks(model)
+        spec_name = spec.name if spec is not None else "generic"
     provenance = {
         "model": str(getattr(model, "name_or_path", "") or type(model).__name__),
         "model_class": type(model).__name__,
-        "adapter": spec.name if spec is not None else "generic",
+        "adapter": spec_name,
         "layers": sorted({row.layer for row in rows}),
         "blocks": len(blocks),
         "mode": mode,
-        "eta": (1.0 if eta is None else eta) if mode == "attention" else None,
+        "eta": (1.0 if eta is None else eta) if mode == "attention" else getattr(getattr(model, "config", None), "eta", None) if native else None,
         "loops": loops,
         "k": k,
         "diagnostics": list(diagnostics),

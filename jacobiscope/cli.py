@@ -117,17 +117,30 @@ def analyze_command(args: argparse.Namespace) -> int:
 
     from .analyze import analyze
 
-    path = resolve_model_path(args.model)
+    from . import models  # noqa: F401 - registers the reference looped models with AutoModel
+    from .hub import resolve_checkpoint
+
+    path = resolve_checkpoint(resolve_model_path(args.model))
     model = AutoModel.from_pretrained(path, trust_remote_code=args.trust_remote_code)
-    tokenizer = None
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=args.trust_remote_code)
-    except Exception:  # noqa: BLE001 - vision models have none; analyze says so if text needs one
-        tokenizer = None
     layers = [int(item) for item in args.layers.split(",")] if args.layers else None
     diagnostics = args.diagnostics.split(",") if args.diagnostics else None
     dtype = torch.float64 if args.float64 else None
-    report = analyze(model, args.text or [DEFAULT_TEXT], tokenizer=tokenizer, layers=layers, mode=args.mode,
+    tokenizer = None
+    if callable(getattr(model, "loop_map", None)):
+        # A reference looped solver: analyse its own loop on Sudoku puzzles (given, or the first ID test puzzles).
+        if args.puzzle:
+            inputs = args.puzzle
+        else:
+            from .data import sudoku
+
+            inputs = list(sudoku.satnet_splits()[1].select(range(args.puzzles))["puzzle"])
+    else:
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=args.trust_remote_code)
+        except Exception:  # noqa: BLE001 - vision models have none; analyze says so if text needs one
+            tokenizer = None
+        inputs = args.text or [DEFAULT_TEXT]
+    report = analyze(model, inputs, tokenizer=tokenizer, layers=layers, mode=args.mode,
                      loops=args.loops, diagnostics=diagnostics, k=args.k, dtype=dtype, eta=args.eta,
                      seed=args.seed, progress=not args.quiet)
     print(report.summary())
@@ -225,8 +238,12 @@ def build_parser() -> argparse.ArgumentParser:
     demo_parser.set_defaults(handler=demo)
 
     analyze_parser = commands.add_parser("analyze", help="analyse the layers of a Hugging Face model as looped maps")
-    analyze_parser.add_argument("model", help="'minilm' (bundled all-MiniLM-L6-v2), a local model folder, or a Hub id")
+    analyze_parser.add_argument("model", help="'minilm' (bundled all-MiniLM-L6-v2), a shipped checkpoint name "
+                                "(itrsa-sudoku, ...), a local model folder, or a Hub id")
     analyze_parser.add_argument("--text", action="append", help="input text (repeat for several; default: a sample sentence)")
+    analyze_parser.add_argument("--puzzle", action="append", help="a Sudoku puzzle (81 digits) for a looped solver")
+    analyze_parser.add_argument("--puzzles", type=int, default=4,
+                                help="looped solvers without --puzzle: this many SATNet ID test puzzles (default 4)")
     analyze_parser.add_argument("--layers", help="comma-separated block indices (default: all)")
     analyze_parser.add_argument("--mode", choices=("block", "attention"), default="block")
     analyze_parser.add_argument("--eta", type=float, default=None, help="attention-mode step size (default 1.0)")

@@ -37,7 +37,7 @@ from ._io import atomic_write_text
 
 __all__ = ["LayerResult", "Report", "MODES", "REGIMES", "DATAFRAME_COLUMNS"]
 
-MODES = ("block", "attention")
+MODES = ("block", "attention", "loop")
 REGIMES = ("converging", "critical", "chaotic", "oscillating", "diverging", "unknown")
 
 FORMAT = "jacobiscope-report"
