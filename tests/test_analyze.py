@@ -159,3 +159,19 @@ def test_two_processes_under_accelerate_shard_and_gather(tmp_path):
                                  layers=[1], loops=3, diagnostics=["lyapunov"], k=1, progress=False)
     for a, b in zip(report.rows, single.rows):
         assert a.lyapunov["exponents"] == pytest.approx(b.lyapunov["exponents"], abs=1e-6)
+
+
+def test_native_looped_model_is_analysed_through_its_own_loop_map():
+    from jacobiscope.data import sudoku
+    from jacobiscope.models import ItrSAConfig, ItrSAForSudoku
+
+    torch.manual_seed(0)
+    model = ItrSAForSudoku(ItrSAConfig(hidden_size=16, num_heads=2, loops=3)).eval()
+    puzzles = list(sudoku.satnet_splits()[1].select(range(2))["puzzle"])
+    report = jacobiscope.analyze(model, puzzles, loops=5, k=2, eigen_k=3, progress=False)
+    report.validate()
+    assert [row.mode for row in report.rows] == ["loop", "loop"] and report.provenance["adapter"] == "native loop_map"
+    looped = model.loop_map(sudoku.to_tensor(puzzles[:1]))
+    direct = jacobiscope.lyapunov_spectrum(looped, looped.x0, steps=5, k=2, seed=0)
+    assert report.rows[0].lyapunov["exponents"] == pytest.approx(direct.exponents[0].tolist(), abs=1e-6)
+    assert len(report.rows[0].energy) == 6  # the loop has a drive: -Tr(X^T (MSA(X) + C))
