@@ -133,7 +133,12 @@ def analyze_command(args: argparse.Namespace) -> int:
         else:
             from .data import sudoku
 
-            inputs = list(sudoku.satnet_splits()[1].select(range(args.puzzles))["puzzle"])
+            try:
+                inputs = list(sudoku.satnet_splits()[1].select(range(args.puzzles))["puzzle"])
+            except sudoku.SudokuDataNotFoundError:
+                # No benchmark files on this machine: fresh puzzles from the exact generator (SATNet-like givens).
+                inputs, _ = sudoku.generate_many(args.puzzles, givens=36, seed=0)
+                print(f"(SATNet files not found: analysing {args.puzzles} generated puzzles with 36 givens)")
     else:
         try:
             tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=args.trust_remote_code)

@@ -1,0 +1,36 @@
+"""The published checkpoints load by short name offline and still solve what their model cards say."""
+import json
+
+import pytest
+import torch
+
+import jacobiscope
+from jacobiscope.data import sudoku
+from jacobiscope.hub import shipped_checkpoints
+from jacobiscope.recipes.shipping import CHECK_SLICE
+
+EXPECTED = ["itrsa-sudoku"]  # grows as checkpoints ship (akorn-sudoku next)
+MARGIN = 0.02  # two boards in a hundred: thread-count and BLAS rounding can flip a borderline board
+
+
+def test_expected_checkpoints_are_shipped():
+    assert set(EXPECTED) <= set(shipped_checkpoints())
+
+
+@pytest.mark.parametrize("name", sorted(shipped_checkpoints()))
+def test_checkpoint_meets_its_model_card(name):
+    folder = shipped_checkpoints()[name]
+    results = json.loads((folder / "results.json").read_text())
+    card = (folder / "README.md").read_text()
+    assert card.startswith("---\n") and "library_name: transformers" in card
+    config = json.loads((folder / "config.json").read_text())
+    assert config["auto_map"]["AutoModel"].startswith("modeling_")
+    model = jacobiscope.load_pretrained(name).eval()
+    _, test = sudoku.satnet_splits()
+    rows = test.select(range(CHECK_SLICE))
+    puzzles, solutions = sudoku.to_tensor(list(rows["puzzle"])), sudoku.to_tensor(list(rows["solution"]))
+    with torch.no_grad():
+        prediction = model.solve(puzzles, loops=results["check_slice"]["loops"])
+    accuracy = sudoku.board_accuracy(prediction, puzzles, solutions)
+    assert accuracy >= results["check_slice"]["board_accuracy"] - MARGIN
+    assert f"{100 * results['check_slice']['board_accuracy']:.1f}%" in card
