@@ -9,8 +9,19 @@ Example::
     >>> lyap.exponents.shape
     torch.Size([2])
 """
-from . import adapters, dynamics, hub, linalg, models, systems
+from . import adapters, dynamics, hub, linalg, models, systems, theory, training
 from .hub import load_pretrained
+from .training import (
+    LyapunovCallback,
+    PseudoEnergyCallback,
+    SpectralRegMixin,
+    SpectralRegTrainer,
+    SpectralRegTrainingArguments,
+    SpectralRegularizer,
+    energy_penalty,
+    jacobian_spectral_penalty,
+    spectral_penalty,
+)
 from .adapters import AdapterError, check_adapter, looped_block, register_adapter
 from .analyze import analyze, describe
 from .report import LayerResult, Report
@@ -47,6 +58,17 @@ from .maps import LoopedMap, as_looped_map
 __version__ = "0.1.0"
 
 __all__ = [
+    "LyapunovCallback",
+    "PseudoEnergyCallback",
+    "SpectralRegMixin",
+    "SpectralRegTrainer",
+    "SpectralRegTrainingArguments",
+    "SpectralRegularizer",
+    "energy_penalty",
+    "jacobian_spectral_penalty",
+    "spectral_penalty",
+    "theory",
+    "training",
     "hub",
     "load_pretrained",
     "models",

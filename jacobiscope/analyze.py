@@ -360,7 +360,8 @@ def _shard(examples):
         from accelerate import PartialState
     except ImportError:  # pragma: no cover
         return indexed, lambda rows: rows
-    state = PartialState()
+    # Without CUDA, the processes only find each other (gloo) when asked to run on CPU.
+    state = PartialState(cpu=not torch.cuda.is_available())
     if state.num_processes <= 1:
         return indexed, lambda rows: rows
     mine = indexed[state.process_index :: state.num_processes]

@@ -140,18 +140,28 @@ def test_two_processes_under_accelerate_shard_and_gather(tmp_path):
         import jacobiscope
         from accelerate import PartialState
         from hf_models import tiny_model
-        state = PartialState()
+        state = PartialState(cpu=True)
         model = tiny_model("gpt2")
         inputs = torch.randint(2, 60, (3, 5), generator=torch.Generator().manual_seed(0))
         report = jacobiscope.analyze(model, inputs, layers=[1], loops=3, diagnostics=["lyapunov"], k=1, progress=False)
+        open({str(tmp_path)!r} + f"/rank{{state.process_index}}.txt", "w").write(str(state.num_processes))
         if state.is_main_process:
             report.to_json({str(tmp_path / 'report.json')!r})
             print("rows", [(r.input_index, r.layer) for r in report.rows])
     """))
-    command = [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", "2", "--cpu",
-               "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", str(script)]
+    # `--cpu` selects accelerate's simple launcher, which starts ONE process; the multi-process launcher starts two
+    # (gloo on CPU). A free port avoids clashing with another distributed run.
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    command = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
+               "--num_machines", "1", "--main_process_port", str(port), "--mixed_precision", "no",
+               "--dynamo_backend", "no", str(script)]
     result = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
+    assert [(tmp_path / f"rank{i}.txt").read_text() for i in range(2)] == ["2", "2"]  # really two processes
     report = jacobiscope.Report.from_json(tmp_path / "report.json")
     assert [(row.input_index, row.layer) for row in report.rows] == [(0, 1), (1, 1), (2, 1)]
     # each example's numbers equal a single-process run

@@ -106,6 +106,9 @@ class AKOrNForSudoku(PreTrainedModel):
     base_model_prefix = "akorn"
     main_input_name = "input_ids"
     _no_split_modules = []
+    # forward takes **kwargs (Trainer passes extras) but its loss is a plain mean: let Trainer scale it under
+    # gradient accumulation instead of assuming the model normalizes by num_items_in_batch.
+    accepts_loss_kwargs = False
 
     def __init__(self, config: AKOrNConfig):
         super().__init__(config)

@@ -129,6 +129,9 @@ class ItrSAForSudoku(PreTrainedModel):
     base_model_prefix = "itrsa"
     main_input_name = "input_ids"
     _no_split_modules = []
+    # forward takes **kwargs (Trainer passes extras) but its loss is a plain mean: let Trainer scale it under
+    # gradient accumulation instead of assuming the model normalizes by num_items_in_batch.
+    accepts_loss_kwargs = False
 
     def __init__(self, config: ItrSAConfig):
         super().__init__(config)

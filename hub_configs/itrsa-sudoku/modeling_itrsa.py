@@ -1,0 +1,302 @@
+"""ItrSA for Sudoku: the looped self-attention of Tomihari & Karakida (NeurIPS 2025), paper form.
+
+    X_{t+1} = Norm(X_t + eta * (MSA(X_t) + C)),   C = embed(puzzle) + position,   logits = readout(X_T)
+
+Single-model-file policy (as transformers): this file needs only torch, transformers and its configuration, so a
+Hub user with ``trust_remote_code`` can load a checkpoint without installing jacobiscope (``loop_map`` alone
+imports jacobiscope, lazily).
+"""
+from __future__ import annotations
+
+import importlib
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import PreTrainedModel
+from transformers.utils import ModelOutput
+
+from .configuration_itrsa import ItrSAConfig
+
+__all__ = ["ItrSAForSudoku", "ItrSASudokuOutput"]
+
+
+@dataclass
+class ItrSASudokuOutput(ModelOutput):
+    """``loss`` (cross-entropy over all 81 cells), ``logits [N, 81, 9]``, optionally the per-loop pseudo-energies
+    ``energies [N, loops]`` (``-Tr(X_t^T Y_t)`` at the pre-update state) and ``states [loops + 1, N, 81, dim]``."""
+
+    loss: torch.Tensor | None = None
+    logits: torch.Tensor | None = None
+    energies: torch.Tensor | None = None
+    states: torch.Tensor | None = None
+
+
+class _Norm(nn.Module):
+    def __init__(self, kind: str, dim: int, eps: float):
+        super().__init__()
+        self.kind, self.eps = kind, eps
+        self.weight = nn.Parameter(torch.ones(dim)) if kind != "none" else None
+
+    def forward(self, z):
+        if self.kind == "rmsnorm":
+            return self.weight * z * torch.rsqrt(z.pow(2).mean(-1, keepdim=True) + self.eps)
+        if self.kind == "layernorm":
+            centered = z - z.mean(-1, keepdim=True)
+            return self.weight * centered * torch.rsqrt(centered.pow(2).mean(-1, keepdim=True) + self.eps)
+        return z
+
+
+class _LoopedAttention(nn.Module):
+    """Multi-head self-attention over the 81 cells, in three parameterizations.
+
+    ``standard``: free W_Q, W_K, W_V, W_O. ``e_single``: one head with ``W_V = sym(W_K W_Q^T)`` — the energy-
+    admitting single-head form. ``e_multi``: per head ``W_K^h = W_Q^h`` (symmetric, rank ``head_dim`` QK) and a
+    symmetric ``W_V^h``, heads averaged — our reading of the paper's multi-head energy condition.
+    """
+
+    def __init__(self, config: ItrSAConfig):
+        super().__init__()
+        dim, heads = config.hidden_size, config.num_heads
+        self.kind = config.attention
+        self.heads = 1 if self.kind == "e_single" else heads
+        self.head_dim = dim // self.heads
+        bias = config.attention_bias
+        if self.kind == "standard":
+            self.query = nn.Linear(dim, dim, bias=bias)
+            self.key = nn.Linear(dim, dim, bias=bias)
+            self.value = nn.Linear(dim, dim, bias=bias)
+            self.output = nn.Linear(dim, dim, bias=bias)
+        elif self.kind == "e_single":
+            self.query = nn.Linear(dim, dim, bias=False)
+            self.key = nn.Linear(dim, dim, bias=False)
+        elif self.kind == "e_multi":
+            self.query = nn.Linear(dim, dim, bias=False)
+            self.value_generator = nn.Parameter(torch.randn(self.heads, dim, dim) / math.sqrt(dim))
+        else:
+            raise ValueError(f"attention must be 'standard', 'e_single' or 'e_multi', got {self.kind!r}.")
+
+    def _split(self, t):
+        n, cells, _ = t.shape
+        return t.reshape(n, cells, self.heads, self.head_dim).transpose(1, 2)
+
+    def value_matrix(self) -> torch.Tensor:
+        """The effective value map(s): ``[dim, dim]`` (e_single) or ``[heads, dim, dim]`` (e_multi)."""
+        if self.kind == "e_single":
+            qk = self.key.weight.T @ self.query.weight  # x W_K (x W_Q)^T = x (W_K W_Q^T) x^T in row form
+            return 0.5 * (qk + qk.T)
+        if self.kind == "e_multi":
+            return 0.5 * (self.value_generator + self.value_generator.transpose(1, 2))
+        raise AttributeError("value_matrix exists only for the energy-constrained variants")
+
+    def forward(self, x):
+        q = self._split(self.query(x))
+        if self.kind == "standard":
+            # The fused kernel is ~30% faster to train on CPU; jacobiscope's jvps select its math backend.
+            mixed = F.scaled_dot_product_attention(q, self._split(self.key(x)), self._split(self.value(x)))
+            n, _, cells, _ = mixed.shape
+            return self.output(mixed.transpose(1, 2).reshape(n, cells, -1))
+        k = q if self.kind == "e_multi" else self._split(self.key(x))
+        weights = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(self.head_dim), dim=-1)  # [N, H, 81, 81]
+        if self.kind == "e_single":
+            return weights[:, 0] @ (x @ self.value_matrix())
+        values = torch.einsum("nd,hde->hne", x.reshape(-1, x.shape[-1]), self.value_matrix())
+        values = values.reshape(self.heads, *x.shape).transpose(0, 1)  # [N, H, 81, dim]
+        return (weights @ values).mean(1)
+
+
+class ItrSAForSudoku(PreTrainedModel):
+    """Looped self-attention Sudoku solver in the paper's form, as a transformers model.
+
+    Example::
+
+        >>> import torch
+        >>> from jacobiscope.models import ItrSAConfig, ItrSAForSudoku
+        >>> model = ItrSAForSudoku(ItrSAConfig(hidden_size=16, num_heads=2, loops=2))
+        >>> out = model(torch.zeros(3, 81, dtype=torch.long), labels=torch.ones(3, 81, dtype=torch.long))
+        >>> tuple(out.logits.shape), out.loss.dim()
+        ((3, 81, 9), 0)
+
+    ``forward(input_ids, labels=None, loops=None, return_energies=False, return_states=False)``: ``input_ids``
+    ``[N, 81]`` with 0 for blanks and 1-9 for givens; ``labels`` ``[N, 81]`` solution digits 1-9 (cross-entropy over
+    all cells, as AKOrN); ``loops`` overrides ``config.loops`` (test-time scaling). `solve` returns completed grids;
+    `loop_map` the exact recurrence as a `jacobiscope.LoopedMap`.
+    """
+
+    config_class = ItrSAConfig
+    base_model_prefix = "itrsa"
+    main_input_name = "input_ids"
+    _no_split_modules = []
+    # forward takes **kwargs (Trainer passes extras) but its loss is a plain mean: let Trainer scale it under
+    # gradient accumulation instead of assuming the model normalizes by num_items_in_batch.
+    accepts_loss_kwargs = False
+
+    def __init__(self, config: ItrSAConfig):
+        super().__init__(config)
+        dim = config.hidden_size
+        self.embed = nn.Embedding(10, dim)
+        # Row, column and box embeddings: cells that share a Sudoku unit share a component of their position,
+        # which attention needs from the first step (a generic 81-slot embedding starts without that structure).
+        self.row_embed = nn.Embedding(9, dim)
+        self.column_embed = nn.Embedding(9, dim)
+        self.box_embed = nn.Embedding(9, dim)
+
+        self.attention = _LoopedAttention(config)
+        self.mlp = (nn.Sequential(nn.Linear(dim, config.mlp_ratio * dim), nn.GELU(), nn.Linear(config.mlp_ratio * dim, dim))
+                    if config.mlp_ratio else None)
+        self.norm = _Norm(config.norm, dim, config.norm_eps)
+        self.head_norm = _Norm("layernorm", dim, config.norm_eps)
+        self.readout = nn.Linear(dim, 9)
+        self.post_init()
+
+    def _init_weights(self, module):
+        if isinstance(module, nn.Linear):
+            nn.init.normal_(module.weight, std=self.config.initializer_range)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, std=1.0)
+
+    # ------------------------------------------------------------------ the recurrence
+    def injection(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """``C = embed(digits) + position`` for ``[N, 81]`` puzzles: ``[N, 81, dim]``."""
+        _check_puzzles(input_ids)
+        return self.embed(input_ids) + self.position()
+
+    def position(self) -> torch.Tensor:
+        """``[81, dim]``: row + column + box embeddings of each cell."""
+        cells = torch.arange(81, device=self.embed.weight.device)
+        rows, columns, boxes = cells // 9, cells % 9, (cells // 27) * 3 + (cells % 9) // 3
+        return self.row_embed(rows) + self.column_embed(columns) + self.box_embed(boxes)
+
+    def initial_state(self, injection: torch.Tensor) -> torch.Tensor:
+        return self.norm(injection) if self.config.norm != "none" else injection
+
+    def drive(self, x: torch.Tensor, injection: torch.Tensor) -> torch.Tensor:
+        """``Y_t = MSA(X_t) + C`` (``+ MLP(X_t)`` when ``config.mlp_ratio > 0``)."""
+        y = self.attention(x) + injection
+        return y + self.mlp(x) if self.mlp is not None else y
+
+    def step(self, x: torch.Tensor, injection: torch.Tensor) -> torch.Tensor:
+        """One loop: ``Norm(X + eta * (MSA(X) + C))``."""
+        return self.norm(x + self.config.eta * self.drive(x, injection))
+
+    def forward(self, input_ids, labels=None, loops: int | None = None, return_energies: bool = False,
+                return_states: bool = False, **kwargs) -> ItrSASudokuOutput:
+        loops = self.config.loops if loops is None else int(loops)
+        injection = self.injection(input_ids)
+        x = self.initial_state(injection)
+        energies, states = [], [x] if return_states else None
+        for _ in range(loops):
+            y = self.drive(x, injection)
+            if return_energies:
+                energies.append(-(x * y).sum(dim=(-1, -2)))
+            x = self.norm(x + self.config.eta * y)
+            if return_states:
+                states.append(x)
+        logits = self.readout(self.head_norm(x))
+        loss = None
+        if labels is not None:
+            loss = F.cross_entropy(logits.reshape(-1, 9), (labels.reshape(-1) - 1).long())
+        return ItrSASudokuOutput(
+            loss=loss,
+            logits=logits,
+            energies=torch.stack(energies, dim=1) if return_energies else None,
+            states=torch.stack(states) if return_states else None,
+        )
+
+    @torch.no_grad()
+    def solve(self, puzzles, loops: int = 16, votes: int = 1, batch_size: int = 500) -> torch.Tensor:
+        """Complete puzzles: 81-character strings (``0``/``.`` blanks) or an ``[N, 81]`` int tensor -> ``[N, 81]``.
+
+        Givens are kept as given. ItrSA is deterministic, so ``votes`` must be 1 (AKOrN votes over noise draws).
+        """
+        if votes != 1:
+            raise ValueError("ItrSA is deterministic: energy voting needs random initial states (use AKOrN), so votes must be 1.")
+        input_ids = _as_puzzle_tensor(puzzles).to(self.device)
+        out = []
+        for start in range(0, input_ids.shape[0], batch_size):
+            chunk = input_ids[start : start + batch_size]
+            digits = self(chunk, loops=loops).logits.argmax(-1) + 1
+            out.append(torch.where(chunk > 0, chunk, digits))
+        return torch.cat(out)
+
+    def loop_map(self, input_ids):
+        """The exact recurrence on these puzzles as a `jacobiscope.LoopedMap` (``batch_dims=1``, state
+        ``[81, dim]``, ``x0`` the initial state, a drive for the pseudo-energy)."""
+        # importlib, not an import statement: transformers scans remote code for imports and would otherwise
+        # demand jacobiscope from Hub users who never call loop_map.
+        LoopedMap = importlib.import_module("jacobiscope").LoopedMap
+
+        input_ids = _as_puzzle_tensor(input_ids).to(self.device)
+        step = _ItrSALoop(self, input_ids)
+        with torch.no_grad():
+            x0 = self.initial_state(self.injection(input_ids))
+        looped = LoopedMap(step, batch_dims=1, state_shape=(81, self.config.hidden_size), drive=step.drive, x0=x0,
+                           name=f"itrsa-sudoku loop ({self.config.attention}, {self.config.norm}, eta={self.config.eta})")
+        looped.meta.update({"model": "ItrSAForSudoku", "mode": "loop", "eta": self.config.eta})
+        return looped
+
+
+class _ItrSALoop(nn.Module):
+    """One loop of a model on fixed puzzles, with the model's parameters reachable by functional_call."""
+
+    def __init__(self, model: ItrSAForSudoku, input_ids: torch.Tensor):
+        super().__init__()
+        self.model = model
+        self.register_buffer("input_ids", input_ids, persistent=False)
+        self.training = False
+
+    def drive(self, x):
+        return self.model.drive(x, self.model.injection(self.input_ids))
+
+    def forward(self, x):
+        return self.model.step(x, self.model.injection(self.input_ids))
+
+
+def _check_puzzles(input_ids: torch.Tensor) -> None:
+    if not isinstance(input_ids, torch.Tensor) or input_ids.dim() != 2 or input_ids.shape[-1] != 81:
+        shape = tuple(input_ids.shape) if isinstance(input_ids, torch.Tensor) else type(input_ids).__name__
+        raise ValueError(f"input_ids must be an [N, 81] integer tensor (0 = blank, 1-9 = given), got {shape}.")
+    if input_ids.dtype.is_floating_point:
+        raise ValueError(f"input_ids must be integers (0-9), got {input_ids.dtype}.")
+    if input_ids.numel() and (int(input_ids.min()) < 0 or int(input_ids.max()) > 9):
+        raise ValueError(f"input_ids must hold digits 0-9, got values in [{int(input_ids.min())}, {int(input_ids.max())}].")
+
+
+def _as_puzzle_tensor(puzzles) -> torch.Tensor:
+    if isinstance(puzzles, torch.Tensor):
+        _check_puzzles(puzzles)
+        _check_contradictions(puzzles.long())
+        return puzzles.long()
+    if isinstance(puzzles, str):
+        puzzles = [puzzles]
+    rows = []
+    for index, text in enumerate(puzzles):
+        text = text.strip().replace(".", "0")
+        if len(text) != 81 or not text.isdigit():
+            raise ValueError(
+                f"Puzzle {index} must be 81 characters of digits 0-9 ('0' or '.' for blanks); got {len(text)} characters "
+                f"starting {text[:12]!r}."
+            )
+        rows.append([int(c) for c in text])
+    tensor = torch.tensor(rows, dtype=torch.long)
+    _check_contradictions(tensor)
+    return tensor
+
+
+def _check_contradictions(input_ids: torch.Tensor) -> None:
+    """Refuse puzzles whose givens repeat a digit in a row, column or box (no solution can exist)."""
+    one_hot = torch.nn.functional.one_hot(input_ids, 10)[..., 1:].reshape(-1, 9, 9, 9)  # [N, row, col, digit]
+    units = {
+        "row": one_hot.sum(2),
+        "column": one_hot.sum(1),
+        "box": one_hot.reshape(-1, 3, 3, 3, 3, 9).sum(dim=(2, 4)).reshape(-1, 9, 9),
+    }
+    for unit, counts in units.items():
+        bad = (counts > 1).nonzero()
+        if bad.numel():
+            puzzle, index, digit = (int(v) for v in bad[0])
+            raise ValueError(f"Puzzle {puzzle} is contradictory: digit {digit + 1} appears twice in {unit} {index + 1}.")
