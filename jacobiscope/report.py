@@ -307,10 +307,10 @@ class LayerResult:
         Example::
 
             >>> from jacobiscope.report import LayerResult
-            >>> row = LayerResult(0, "x", 0, "loop", None, 2, [2], [1.0, 1.0], [0.5, 0.5], [], None, None,
+            >>> row = LayerResult(0, "x", 0, "mlp", None, 2, [2], [1.0, 1.0], [0.5, 0.5], [], None, None,
             ...                   None, None, None, None, "stable", {}, [], 0.0)
             >>> for problem in row.validate(): print(problem)
-            mode is 'loop', expected one of 'block', 'attention'
+            mode is 'mlp', expected one of 'block', 'attention', 'loop'
             regime is 'stable', expected one of 'converging', 'critical', 'chaotic', 'oscillating', 'diverging', 'unknown'
             state_norm has 2 values, expected loops + 1 = 3 (t = 0..loops)
         """
