@@ -34,3 +34,18 @@ def test_checkpoint_meets_its_model_card(name):
     accuracy = sudoku.board_accuracy(prediction, puzzles, solutions)
     assert accuracy >= results["check_slice"]["board_accuracy"] - MARGIN
     assert f"{100 * results['check_slice']['board_accuracy']:.1f}%" in card
+
+
+@pytest.mark.parametrize("name", sorted(shipped_checkpoints()))
+def test_shipped_code_is_the_packages_code(name):
+    """The folder's own modeling code (for Hub users) must not drift from jacobiscope's: re-run
+    jacobiscope.hub.prepare_for_hub on the folder after changing a model."""
+    from pathlib import Path
+
+    import jacobiscope.models
+
+    folder = shipped_checkpoints()[name]
+    package = Path(jacobiscope.models.__file__).parent
+    for code in folder.glob("*.py"):
+        (source,) = package.glob(f"*/{code.name}")
+        assert code.read_text() == source.read_text(), f"{code} differs from {source}"
