@@ -155,3 +155,12 @@ def test_cli_eval_reports_accuracy_per_loop_count(tmp_path):
     for loops in (1, 2):
         expected = data.cell_accuracy(model.solve(puzzles, loops=loops), puzzles, solutions)
         assert record["results"]["id"][str(loops)]["cell_accuracy"] == pytest.approx(expected)
+
+
+def test_akorn_unit_embeddings_add_row_column_and_box():
+    model = _tiny("akorn", unit_embeddings=True)
+    puzzles = _puzzles(1)
+    c = model.injection(puzzles)[0]
+    cell = 40  # row 4, column 4, box 4 (the centre)
+    expected = model.embed(puzzles[0, cell]) + model.unit_embed.weight[4] + model.unit_embed.weight[13] + model.unit_embed.weight[22]
+    assert torch.allclose(c[cell], expected)

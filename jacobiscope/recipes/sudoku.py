@@ -41,6 +41,7 @@ class SudokuRecipe:
     initializer_range: float = 0.02  # itrsa
     oscillator_dim: int = 4  # akorn
     oscillator_norm: bool = False  # akorn
+    unit_embeddings: bool = False  # akorn
     learning_rate: float = 1e-3
     batch_size: int = 64
     epochs: float = 100.0
@@ -66,7 +67,8 @@ class SudokuRecipe:
                     "initializer_range": self.initializer_range}
         if self.arch == "akorn":
             return {"hidden_size": self.hidden_size, "num_heads": self.num_heads, "loops": self.loops,
-                    "oscillator_dim": self.oscillator_dim, "oscillator_norm": self.oscillator_norm}
+                    "oscillator_dim": self.oscillator_dim, "oscillator_norm": self.oscillator_norm,
+                    "unit_embeddings": self.unit_embeddings}
         raise ValueError(f"arch must be 'itrsa' or 'akorn', got {self.arch!r}.")
 
     @classmethod

@@ -21,12 +21,14 @@ class AKOrNConfig(PretrainedConfig):
         omega_init: initial natural frequency (learnable, one global value).
         oscillator_norm: RMS-normalize the drive y per oscillator with a learnable gain (our reading of the
             "oscillator-wise RMSNorm" variant of Tomihari & Karakida).
+        unit_embeddings: add row, column and box embeddings to the conditioning c (off: the AKOrN repo, whose
+            only positional signal is the attention's 2-D rotation, which cannot express "same box").
     """
 
     model_type = "akorn_sudoku"
 
     def __init__(self, hidden_size=128, oscillator_dim=4, num_heads=8, loops=16, gamma_init=1.0, omega_init=0.5,
-                 oscillator_norm=False, **kwargs):
+                 oscillator_norm=False, unit_embeddings=False, **kwargs):
         if oscillator_dim % 2 or hidden_size % oscillator_dim:
             raise ValueError(
                 f"oscillator_dim={oscillator_dim} must be even and divide hidden_size={hidden_size}."
@@ -40,4 +42,5 @@ class AKOrNConfig(PretrainedConfig):
         self.gamma_init = gamma_init
         self.omega_init = omega_init
         self.oscillator_norm = oscillator_norm
+        self.unit_embeddings = unit_embeddings
         super().__init__(**kwargs)

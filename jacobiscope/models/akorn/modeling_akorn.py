@@ -114,6 +114,7 @@ class AKOrNForSudoku(PreTrainedModel):
         super().__init__(config)
         dim, N = config.hidden_size, config.oscillator_dim
         self.embed = nn.Embedding(10, dim)
+        self.unit_embed = nn.Embedding(27, dim) if config.unit_embeddings else None  # 9 rows, 9 columns, 9 boxes
         self.coupling = _Coupling(config)
         self.gamma = nn.Parameter(torch.tensor(float(config.gamma_init)))
         self.omega = nn.Parameter(torch.full((2,), config.omega_init / math.sqrt(2)))
@@ -167,7 +168,12 @@ class AKOrNForSudoku(PreTrainedModel):
 
     def injection(self, input_ids):
         _check_puzzles(input_ids)
-        return self.embed(input_ids)
+        c = self.embed(input_ids)
+        if self.unit_embed is not None:
+            cells = torch.arange(81, device=input_ids.device)
+            units = torch.stack([cells // 9, 9 + cells % 9, 18 + (cells // 27) * 3 + (cells % 9) // 3])
+            c = c + self.unit_embed(units).sum(0)
+        return c
 
     def initial_state(self, input_ids, injection, noise=None, generator=None):
         if noise is None:
