@@ -24,3 +24,27 @@ def autograd_jacobian(function, x):
     """Independent dense reference: torch.autograd.functional.jacobian, flattened to [D_out, D_in]."""
     J = torch.autograd.functional.jacobian(function, x)
     return J.reshape(x.numel(), x.numel())
+
+
+def launch_two_processes(script, timeout=300):
+    """Run ``script`` under ``accelerate launch`` as two CPU (gloo) processes; the CompletedProcess is returned.
+
+    ``--cpu`` would select accelerate's simple launcher, which starts ONE process; the multi-process launcher
+    starts two. gloo's rendezvous occasionally aborts on a shared machine (a port race), so a failed launch is
+    retried with a fresh port, up to three times.
+    """
+    import socket
+    import subprocess
+    import sys
+
+    for _attempt in range(3):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        command = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
+                   "--num_machines", "1", "--main_process_port", str(port), "--mixed_precision", "no",
+                   "--dynamo_backend", "no", str(script)]
+        result = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+        if result.returncode == 0:
+            break
+    return result

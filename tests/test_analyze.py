@@ -149,21 +149,9 @@ def test_two_processes_under_accelerate_shard_and_gather(tmp_path):
             report.to_json({str(tmp_path / 'report.json')!r})
             print("rows", [(r.input_index, r.layer) for r in report.rows])
     """))
-    # `--cpu` selects accelerate's simple launcher, which starts ONE process; the multi-process launcher starts two
-    # (gloo on CPU). A free port avoids clashing with another distributed run.
-    import socket
+    from conftest import launch_two_processes
 
-    # gloo's rendezvous occasionally aborts on this shared machine (a port race): retry with a fresh port.
-    for _attempt in range(3):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
-        command = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
-                   "--num_machines", "1", "--main_process_port", str(port), "--mixed_precision", "no",
-                   "--dynamo_backend", "no", str(script)]
-        result = subprocess.run(command, capture_output=True, text=True, timeout=300)
-        if result.returncode == 0:
-            break
+    result = launch_two_processes(script)
     assert result.returncode == 0, result.stderr[-3000:]
     assert [(tmp_path / f"rank{i}.txt").read_text() for i in range(2)] == ["2", "2"]  # really two processes
     report = jacobiscope.Report.from_json(tmp_path / "report.json")

@@ -3,7 +3,6 @@ multi-process behaviour, and the monitoring callbacks. Tiny models (hidden 8-16,
 import copy
 import json
 import math
-import socket
 import subprocess
 import sys
 import textwrap
@@ -413,19 +412,9 @@ def test_two_processes_under_accelerate_log_the_penalty_and_finish(tmp_path):
             json.dump({{"log": trainer.state.log_history, "step": trainer.state.global_step, "vectors": vectors,
                        "parameters": parameters, "processes": state.num_processes}}, f)
     """))
-    # `--cpu` would select accelerate's simple launcher, which starts ONE process whatever --num_processes says;
-    # the multi-process launcher (torch.distributed.run) starts two, and the Trainer's use_cpu=True makes them
-    # CPU processes with the gloo backend.
-    for _attempt in range(3):  # gloo's rendezvous occasionally aborts on a shared machine: retry, fresh port
-        with socket.socket() as probe:  # a free port: the default 29500 may be taken by another distributed run
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
-        command = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
-                   "--num_machines", "1", "--main_process_port", str(port), "--mixed_precision", "no",
-                   "--dynamo_backend", "no", str(script)]
-        result = subprocess.run(command, capture_output=True, text=True, timeout=300)
-        if result.returncode == 0:
-            break
+    from conftest import launch_two_processes
+
+    result = launch_two_processes(script)
     assert result.returncode == 0, result.stderr[:4000] + "\n...\n" + result.stderr[-2000:]
     ranks = [json.loads((tmp_path / f"rank{i}.json").read_text()) for i in range(2)]
     assert [r["processes"] for r in ranks] == [2, 2] and all(r["step"] == 2 for r in ranks)
