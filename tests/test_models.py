@@ -138,6 +138,36 @@ def test_a_short_real_training_run_lowers_the_loss_and_resumes(tmp_path):
     assert resumed["resumed_from"].endswith("checkpoint-30") and resumed["steps"] == 35
 
 
+def test_a_recipe_fine_tunes_saved_weights_with_a_regularizer(tmp_path):
+    import json
+
+    from jacobiscope.recipes.sudoku import SudokuRecipe, build_model, train_sudoku
+    from jacobiscope.training import spectral_penalty
+
+    start = _tiny("itrsa")
+    start.save_pretrained(tmp_path / "start")
+    config = start.config
+    recipe = SudokuRecipe(arch="itrsa", hidden_size=config.hidden_size, num_heads=config.num_heads, loops=2,
+                          initializer_range=config.initializer_range, batch_size=16, learning_rate=1e-2,
+                          max_steps=12, warmup_steps=0, train_limit=64, eval_limit=8, save_steps=12, logging_steps=4,
+                          ema_beta=0.0, augment=False, init_from=str(tmp_path / "start"), spec_reg_weight=1.0)
+    built = build_model(recipe)
+    for name, value in start.state_dict().items():  # starts from the saved weights, not a fresh init
+        assert torch.equal(built.state_dict()[name], value), name
+    assert built.config.loops == 2
+    train_sudoku(recipe, tmp_path / "run")
+    history = json.loads((tmp_path / "run" / "checkpoint-12" / "trainer_state.json").read_text())["log_history"]
+    assert any("spec_penalty" in entry and "spec_sigma_max" in entry for entry in history)
+    tuned = type(start).from_pretrained(tmp_path / "run" / "final")
+    # a strong spectral penalty (weight 1, lr 1e-2) must pull sigma_max(W) towards 1: R_spec falls
+    assert float(spectral_penalty(tuned)) < float(spectral_penalty(start))
+
+    with pytest.raises(ValueError, match="differs from the recipe in"):
+        build_model(SudokuRecipe(arch="itrsa", hidden_size=2 * config.hidden_size, init_from=str(tmp_path / "start")))
+    with pytest.raises(ValueError, match="recipe's arch is 'akorn'"):
+        build_model(SudokuRecipe(arch="akorn", init_from=str(tmp_path / "start")))
+
+
 def test_cli_eval_reports_accuracy_per_loop_count(tmp_path):
     import json
 

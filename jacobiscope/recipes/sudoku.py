@@ -55,10 +55,19 @@ class SudokuRecipe:
     ema_start: int = 100
     seed: int = 0
     train_limit: int | None = None  # first n training rows (tests, smoke runs)
+    init_from: str | None = None  # fine-tune: start from these weights (a folder or shipped name), not from scratch
     eval_limit: int = 500  # ID test rows evaluated at each checkpoint
     save_steps: int = 500
     logging_steps: int = 50
+    # Regularizers (any non-zero weight trains with SpectralRegTrainer; see SpectralRegTrainingArguments).
+    spec_reg_weight: float = 0.0
+    jacobian_reg_weight: float = 0.0
+    energy_reg: str | None = None  # None | "e_single" | "e_multi"
+    energy_reg_weight: float = 0.0
     extra: dict = field(default_factory=dict)
+
+    def regularized(self) -> bool:
+        return bool(self.spec_reg_weight or self.jacobian_reg_weight or (self.energy_reg and self.energy_reg_weight))
 
     def model_config(self) -> dict:
         if self.arch == "itrsa":
@@ -84,6 +93,21 @@ class SudokuRecipe:
 def build_model(recipe: SudokuRecipe):
     from ..models import AKOrNConfig, AKOrNForSudoku, ItrSAConfig, ItrSAForSudoku
 
+    if recipe.init_from is not None:
+        from ..hub import load_pretrained
+
+        model = load_pretrained(recipe.init_from)
+        expected = ItrSAForSudoku if recipe.arch == "itrsa" else AKOrNForSudoku
+        if not isinstance(model, expected):
+            raise ValueError(f"init_from={recipe.init_from!r} holds a {type(model).__name__}, but the recipe's arch is "
+                             f"{recipe.arch!r}; set arch to match the weights.")
+        mismatched = {k: (getattr(model.config, k), v) for k, v in recipe.model_config().items()
+                      if k != "loops" and getattr(model.config, k, v) != v}
+        if mismatched:
+            raise ValueError(f"init_from={recipe.init_from!r} differs from the recipe in {mismatched} "
+                             "(checkpoint, recipe); make the recipe describe the checkpoint's architecture.")
+        model.config.loops = recipe.loops
+        return model.train()
     if recipe.arch == "itrsa":
         return ItrSAForSudoku(ItrSAConfig(**recipe.model_config()))
     return AKOrNForSudoku(AKOrNConfig(**recipe.model_config()))
@@ -210,7 +234,16 @@ def train_sudoku(recipe: SudokuRecipe, out_dir, *, resume: bool = True, data_pat
     model = build_model(recipe)
     ema = EMACallback(recipe.ema_beta, recipe.ema_every, recipe.ema_start) if recipe.ema_beta > 0 else None
     accuracy = _AccuracyCallback(test_puzzles, test_solutions, ema, out_dir, recipe.loops)
-    args = TrainingArguments(
+    arguments_class, trainer_class, regularizer_options = TrainingArguments, Trainer, {}
+    if recipe.regularized():
+        from ..training import SpectralRegTrainer, SpectralRegTrainingArguments
+
+        arguments_class, trainer_class = SpectralRegTrainingArguments, SpectralRegTrainer
+        regularizer_options = {"spec_reg_weight": recipe.spec_reg_weight,
+                               "jacobian_reg_weight": recipe.jacobian_reg_weight,
+                               "energy_reg": recipe.energy_reg, "energy_reg_weight": recipe.energy_reg_weight}
+    args = arguments_class(
+        **regularizer_options,
         output_dir=str(out_dir),
         per_device_train_batch_size=recipe.batch_size,
         learning_rate=recipe.learning_rate,
@@ -231,7 +264,7 @@ def train_sudoku(recipe: SudokuRecipe, out_dir, *, resume: bool = True, data_pat
         disable_tqdm=False,
     )
     callbacks = [c for c in (ema, accuracy) if c is not None]
-    trainer = Trainer(model=model, args=args, train_dataset=train_set, callbacks=callbacks)
+    trainer = trainer_class(model=model, args=args, train_dataset=train_set, callbacks=callbacks)
     checkpoint = _latest_checkpoint(out_dir) if resume else None
     started = time.perf_counter()
     result = trainer.train(resume_from_checkpoint=checkpoint)
@@ -252,7 +285,8 @@ def evaluate_sudoku(model, puzzles, solutions, loops=(16, 32, 64, 128), votes: i
     from ..data.sudoku import board_accuracy, cell_accuracy
 
     model.eval()
-    torch.set_num_threads(os.cpu_count() or 1)
+    if "OMP_NUM_THREADS" not in os.environ:  # a run pinned to fewer threads (parallel jobs) keeps its pin
+        torch.set_num_threads(os.cpu_count() or 1)
     results = {}
     for count in loops:
         started = time.perf_counter()
