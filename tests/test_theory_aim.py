@@ -179,3 +179,156 @@ def test_errors():
         aim.population_loss(torch.eye(3), torch.eye(3), "relu")
     with pytest.raises(ArgumentError, match="A0"):
         aim.gradient_flow(torch.eye(3), torch.eye(3), parameterization="untied")
+
+
+# ---------------------------------------------------------------------------------------------------- softmax link
+def _softmax_sample_loss(X, S, S_star, centering):
+    # Independent of online_sgd's hand-written backward: torch.softmax and autograd on the spec's loss.
+    L = X.shape[-2]
+    Y = torch.softmax(aim.preactivations(X, S, centering=centering), -1)
+    Y_star = torch.softmax(aim.preactivations(X, S_star, centering=centering), -1)
+    return ((Y - Y_star) ** 2).sum() / L ** 2
+
+
+def _initial(param, d, seed):
+    g = torch.Generator().manual_seed(seed)
+    if param == "direct":
+        G = torch.randn(d, d, generator=g, dtype=D)
+        return [(G + G.T) / math.sqrt(2 * d)]
+    return [0.5 * torch.randn(d, d, generator=g, dtype=D) for _ in range(1 if param == "tied" else 2)]
+
+
+def _student(param, P, d):
+    kappa = 1 / d
+    return P[0] if param == "direct" else (kappa * P[0] @ P[0].mT if param == "tied" else kappa * P[0] @ P[1].mT)
+
+
+def _sgd_kwargs(param, P0):
+    return {"S0": P0[0]} if param == "direct" else {"params0": P0[0] if param == "tied" else tuple(P0)}
+
+
+@pytest.mark.parametrize("param", ["direct", "tied", "untied"])
+@pytest.mark.parametrize("centering", [False, True])
+def test_softmax_one_sample_gradient_matches_autograd(param, centering):
+    d, L = 5, 3
+    S_star = _pair(d, 6)[1]
+    P0 = _initial(param, d, 4)
+    # lr = 1 makes P0 - P1 the one-sample gradient itself, resolved to round-off.
+    run = aim.online_sgd(S_star, link="softmax", parameterization=param, steps=1, lr=1.0, seed=9, record_every=1,
+                         tokens=L, centering=centering, **_sgd_kwargs(param, P0))
+    X = torch.randn(L, d, generator=torch.Generator().manual_seed(9), dtype=D)  # the run's only draw
+    P = [p.clone().requires_grad_(True) for p in P0]
+    grads = torch.autograd.grad(_softmax_sample_loss(X, _student(param, P, d), S_star, centering), P)
+    got = run.params if isinstance(run.params, tuple) else (run.params,)
+    for p0, p1, gr in zip(P0, got, grads):
+        assert float(gr.abs().max()) > 1e-4  # a non-trivial gradient is being compared
+        assert float((p0 - p1 - gr).abs().max()) < 1e-12 * float(gr.abs().max()) + 1e-15, param
+
+
+@pytest.mark.parametrize("param", ["direct", "tied", "untied"])
+def test_softmax_sgd_drift_matches_population_gradient(param):
+    # The mean one-step SGD update over many independent samples is the population gradient (chain rule through the
+    # parameterization), estimated here by an independent Monte Carlo with its own samples.
+    d, runs, samples = 4, 20_000, 200_000
+    S_star = _pair(d, 7)[1]
+    P0 = _initial(param, d, 5)
+    run = aim.online_sgd(S_star, link="softmax", parameterization=param, steps=1, lr=1.0, seed=3, runs=runs,
+                         record_every=1, **_sgd_kwargs(param, P0))
+    got = run.params if isinstance(run.params, tuple) else (run.params,)
+    S0 = _student(param, P0, d)
+    Gpop = aim.population_gradient(S0, S_star, "softmax", samples=samples, seed=21) / d  # grad_S Phi
+    kappa = 1 / d
+    if param == "direct":
+        expected = [Gpop]
+    elif param == "tied":
+        expected = [kappa * (Gpop + Gpop.T) @ P0[0]]
+    else:
+        expected = [kappa * Gpop @ P0[1], kappa * Gpop.T @ P0[0]]
+    for p0, p1, e in zip(P0, got, expected):
+        per_run = p0 - p1  # [runs, d, d]: one-sample gradients
+        mean, se = per_run.mean(0), per_run.std(0) / math.sqrt(runs)
+        z = (mean - e).abs() / (se * math.sqrt(1 + runs / samples))
+        assert float(z.max()) < 5.0, (param, float(z.max()))
+        assert float(e.norm()) > 10 * float(se.norm())  # the test resolves the drift, not just noise
+
+
+def test_softmax_population_gradient_is_batched_and_matches_finite_difference():
+    d = 3
+    S, T = _pair(d, 8)
+    G = aim.population_gradient(torch.stack([S, T]), T, "softmax", samples=50_000, seed=2)
+    assert G.shape == (2, d, d) and float(G[1].abs().max()) == 0.0  # S = S*: every sample's loss is 0
+    E = torch.zeros(d, d, dtype=D)
+    E[0, 1] = 1e-6
+    fd = (aim.population_loss(S + E, T, "softmax", samples=50_000, seed=2)
+          - aim.population_loss(S - E, T, "softmax", samples=50_000, seed=2)) / 2e-6
+    assert abs(float(fd) * d - float(G[0, 0, 1])) < 1e-6 * max(1.0, abs(float(fd) * d))
+
+
+def test_softmax_tied_learns_and_direct_leaves_zero():
+    # Softmax has a non-zero first Hermite coefficient, so unlike He2 the zero matrix is not a critical point, and a
+    # tied student of a PSD teacher (centred pre-activations: Tr S* = O(d)) learns it.
+    d, eta = 12, 0.5
+    g = torch.Generator().manual_seed(12)
+    W = torch.randn(d, d // 2, generator=g, dtype=D)
+    T = W @ W.T
+    T = T / ((T * T).sum() / d).sqrt()
+    steps = int(3.0 * d * d / eta)
+    run = aim.online_sgd(T, link="softmax", parameterization="tied", steps=steps, eta=eta, runs=2, centering=True,
+                         record_every=steps // 6, seed=4)
+    loss0 = aim.population_loss(aim.online_sgd(T, link="softmax", parameterization="tied", steps=1, eta=eta, runs=2,
+                                                centering=True, seed=4).S, T, "softmax", centering=True,
+                                 samples=50_000)
+    loss1 = aim.population_loss(run.S, T, "softmax", centering=True, samples=50_000)
+    assert bool((loss1 < loss0 / 3).all()), (loss0, loss1)
+    cos = run.order["cos_c"]
+    assert float(cos[0].abs().max()) < 0.3 and float(cos[-1].min()) > 0.8, cos
+    assert bool(torch.isfinite(run.escape_time).all())
+    direct = aim.online_sgd(T, link="softmax", parameterization="direct", S0=torch.zeros(d, d, dtype=D),
+                            steps=200, eta=eta, centering=True)
+    assert float(direct.order["cos_c"][-1]) > 0.3
+
+
+def test_centered_cosine_is_bounded_for_non_symmetric_students():
+    g = torch.Generator().manual_seed(13)
+    d = 6
+    S = torch.randn(50, d, d, generator=g, dtype=D)
+    T = _pair(d, 14)[0]
+    T = T + T.T
+    c = aim.centered_cosine(S, T)
+    assert float(c.abs().max()) <= 1 + 1e-12
+    Ssym = S + S.mT  # symmetric: equals the spec's tau(S~ S~*) / sqrt(tau(S~^2) tau(S~*^2))
+    eye = torch.eye(d, dtype=D)
+    a = Ssym - Ssym.diagonal(dim1=-2, dim2=-1).mean(-1)[:, None, None] * eye
+    b = T - T.diagonal().mean() * eye
+    tr = lambda M: M.diagonal(dim1=-2, dim2=-1).sum(-1)  # noqa: E731
+    spec = tr(a @ b) / (tr(a @ a) * tr(b @ b)).sqrt()
+    assert float((aim.centered_cosine(Ssym, T) - spec).abs().max()) < 1e-12
+
+
+def test_softmax_errors():
+    with pytest.raises(ArgumentError, match="softmax"):
+        aim.online_sgd(torch.eye(3), link="he2", tokens=3)
+    with pytest.raises(ArgumentError, match="params0"):
+        aim.online_sgd(torch.eye(3), parameterization="untied", params0=torch.zeros(3, 3))
+    with pytest.raises(ArgumentError, match="S0"):
+        aim.online_sgd(torch.eye(3), parameterization="tied", S0=torch.zeros(3, 3))
+    with pytest.raises(ArgumentError, match="softmax"):
+        aim.gradient_flow(torch.eye(3), torch.eye(3), link="softmax")
+    with pytest.raises(ArgumentError, match="link"):
+        aim.online_sgd(torch.eye(3), link="relu")
+
+
+def test_he3_drift_at_zero_is_finite_d():
+    # At S = 0 the Gaussian-limit He3 gradient is Phi_m S* = 3 (rho - 1) S* (0 at rho = 1: "stuck"), but the exact
+    # one-sample mean is G = 3 (rho - 1) S* + (6/d) S* S*^T S* (Wick over x1, then x2): a finite-d drift towards
+    # -S*^3, which is what small-d SGD follows. Independent check: the mean of many one-sample gradients.
+    d, runs = 6, 200_000
+    T = aim.make_teacher(d, "goe", seed=3)
+    run = aim.online_sgd(T, link="he3", parameterization="direct", S0=torch.zeros(d, d, dtype=D), steps=1, lr=1.0,
+                         runs=runs, record_every=1, seed=2)
+    per_run = -run.S  # [runs, d, d]: the one-sample gradients (lr = 1)
+    mean, se = per_run.mean(0), per_run.std(0) / math.sqrt(runs)
+    rho = float(aim.order_parameters(T, T)["rho"])
+    G = 3 * (rho - 1) * T + 6 / d * T @ T.T @ T
+    assert abs(rho - 1) < 1e-12 and float(((mean - G / d) / se).abs().max()) < 5
+    assert float((G / d).norm()) > 5 * float(se.norm())  # the drift is resolved, not noise

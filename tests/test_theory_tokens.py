@@ -170,3 +170,70 @@ def test_errors():
         T.simulate(torch.eye(2), torch.eye(2), n=4, d=2, steps=2, dt=0.1, attention="relu")
     with pytest.raises(ArgumentError, match="particles"):
         T.classify_regime(torch.eye(2), torch.eye(2), attention="softmax", method="oa")
+
+
+# ---------------------------------------------------------------------------------------------------- predictions
+def test_predict_regime_reproduces_the_spec_table():
+    for i, (A, V, expected, target) in enumerate(TABLE):
+        p = T.predict_regime(A, V)
+        assert p.regime == expected, (i, p.regime, p.evidence["rule"])
+        if expected == "interior_fixed_point":
+            assert abs(complex(*p.evidence["fixed_point"]) - target) < 1e-4, (i, p.evidence)
+        if expected == "rotating_clusters":
+            assert abs(p.evidence["period"] - target) < 1e-5, (i, p.evidence)
+            assert p.evidence["mean_transverse_exponent"] < 0
+
+
+def test_predicted_periods_follow_closed_forms():
+    # SNIC family A = I, V = [[1 + delta, -s], [s, 1 - delta]]: T = pi / (beta sqrt(s^2 - delta^2)) (spec A.4 item 3)
+    for s, beta in ((0.11, 1.0), (0.5, 2.0)):
+        p = T.predict_regime(I2, m([[1.1, -s], [s, 0.9]]), beta=beta)
+        assert p.regime == "rotating_clusters"
+        assert abs(p.evidence["period"] / (math.pi / (beta * math.sqrt(s * s - 0.01))) - 1) < 1e-9
+    # V = I, tr A = 0 < det A: circles about Z* = -0.5i; r = 0.2 gives T = 9.2232 (spec A.4 item 1)
+    p = T.predict_regime(m([[1, -2], [2, -1]]), I2, z0=0.2 - 0.5j)
+    assert p.regime == "oscillation" and abs(p.evidence["period"] - 9.2232) < 5e-4
+    Z = T.integrate_oa(0.2 - 0.5j, m([[1, -2], [2, -1]]), I2, steps=3000, dt=0.01)
+    assert float((Z + 0.5j).abs().sub(0.2).abs().max()) < 1e-8  # the orbit is that circle
+    measured = T._crossing_period(Z.real - 0.0, None, 0.01, fallback=0.0)  # Re Z crosses Re Z* = 0 once a period
+    assert abs(measured - p.evidence["period"]) < 1e-4, (measured, p.evidence["period"])
+    # the centre family's boundary |a| = b of V = [[a, b], [-b, -a]], and the Type-2 side of the degenerate Hopf
+    assert T.predict_regime(I2, m([[0.99, 1], [-1, -0.99]])).regime == "oscillation"
+    assert T.predict_regime(I2, m([[1.01, 1], [-1, -1.01]])).regime == "clustering"
+    assert T.predict_regime(I2, m([[0.55, 1], [-1, -0.45]])).regime == "rotating_clusters"
+
+
+def test_circle_velocity_and_transverse_exponent_match_oa():
+    # On the invariant circle Z = e^{i psi} the OA field is tangent, Z' = i psi' Z, and the transverse exponent is
+    # -2 beta Re(kappa(Z) conj(Z)) (spec A.3): two independent routes to the same numbers.
+    g = torch.Generator().manual_seed(4)
+    A, V = torch.randn(2, 2, generator=g, dtype=D), torch.randn(2, 2, generator=g, dtype=D)
+    psi = 2 * math.pi * torch.rand(16, generator=g, dtype=D)
+    Z = torch.exp(1j * psi)
+    beta = 0.7
+    rhs = T.oa_rhs(Z, A, V, beta)
+    assert float((rhs - 1j * T.circle_velocity(psi, A, V, beta) * Z).abs().max()) < 1e-13
+    _, kappa = T._omega_kappa(Z, A, V)
+    assert float((T.transverse_exponent(psi, A, V, beta) + 2 * beta * (kappa * Z.conj()).real).abs().max()) < 1e-13
+
+
+def test_regime_table_rows():
+    rows = T.regime_table([T.REGIME_TABLE[i] for i in (3, 10, 13)], horizon=100.0)
+    assert [r["found"] for r in rows] == ["interior_fixed_point", "rotating_clusters", "oscillation"]
+    assert all(r["agree"] for r in rows)
+    assert abs(rows[0]["found_fixed_point"] - rows[0]["predicted_fixed_point"]) < 1e-6
+    assert abs(rows[1]["found_period"] - rows[1]["predicted_period"]) < 1e-3
+    for label, A, V, reported in T.REGIME_TABLE:  # the shipped table is the spec's, as this file's TABLE
+        assert T.predict_regime(A, V).regime == reported, label
+    assert set(T.REGIME_EXAMPLES) == set(T.TOKEN_REGIMES)
+    for regime, (A, V) in T.REGIME_EXAMPLES.items():
+        assert T.predict_regime(A, V).regime == regime
+
+
+def test_prediction_errors():
+    with pytest.raises(ArgumentError, match="one system"):
+        T.predict_regime(torch.eye(2).expand(3, 2, 2), torch.eye(2))
+    with pytest.raises(ArgumentError, match="shape"):
+        T.predict_regime(torch.eye(3), torch.eye(3))
+    with pytest.raises(ArgumentError, match="at least one"):
+        T.regime_table([])

@@ -6,10 +6,12 @@ row softmax of the ``2 x 2`` pre-activation matrix). The student's ``S`` is para
 (``S = kappa W W^T``) or untied (``S = kappa U V^T``), ``kappa = 1 / sqrt(r d)``, and trained by online SGD on
 the square loss with learning rates chosen so that one sample advances gradient-flow time by ``eta / d^2``.
 
-Shipped: the links, one-sample gradients in ``O(d r)``, batched online SGD (optional clipping, weight decay and
-both learning-rate conventions), order parameters and the weak-recovery criterion (centred cosine), population
-losses (exact for He1/He2, Gaussian limit for He3, Monte Carlo for softmax), the matrix gradient-flow ODEs, and the
-spectral Galerkin truncation of the tied moment hierarchy with its error against truncation order ``M``.
+Shipped: the links, one-sample gradients in ``O(d r)`` (``O(L d r)`` for the row softmax over ``L`` tokens),
+batched online SGD for every link and parameterization (optional clipping, weight decay and both learning-rate
+conventions), teachers and the escape-from-an-uninformative-start experiment (`make_teacher`, `escape_runs`), order
+parameters and the weak-recovery criterion (centred cosine), population losses (exact for He1/He2, Gaussian limit
+for He3, Monte Carlo for softmax) and their gradients, the matrix gradient-flow ODEs, and the spectral Galerkin
+truncation of the tied moment hierarchy with its error against truncation order ``M``.
 """
 from __future__ import annotations
 
@@ -37,6 +39,8 @@ __all__ = [
     "marchenko_pastur_spectrum",
     "spectral_closure",
     "truncation_errors",
+    "make_teacher",
+    "escape_runs",
 ]
 
 LINKS = ("he1", "he2", "he3", "softmax")
@@ -149,6 +153,10 @@ def centered_cosine(S: torch.Tensor, S_star: torch.Tensor) -> torch.Tensor:
     The raw cosine ``m / sqrt(Q rho)`` is misleading: two independent Wishart matrices already have ~0.5 through
     their trace parts; the centred one is ~0 for unrelated matrices.
 
+    Computed with Frobenius inner products, ``<S~, S~*>_F / (||S~||_F ||S~*||_F)``: for symmetric matrices this is
+    the spec's formula, and for a non-symmetric (untied) student it stays in ``[-1, 1]``, whereas ``tau(S~^2)``
+    can fall below ``||S~||_F^2 / d`` (or below 0) and push the literal formula past 1.
+
     References: theory spec B.1 (weak recovery).
     """
     def centre(M):
@@ -157,8 +165,8 @@ def centered_cosine(S: torch.Tensor, S_star: torch.Tensor) -> torch.Tensor:
         return M - mean[..., None, None] * torch.eye(d, dtype=M.dtype, device=M.device)
 
     a, b = centre(S), centre(S_star)
-    num = (a * b.mT).sum((-2, -1))
-    return num / ((a * a.mT).sum((-2, -1)) * (b * b.mT).sum((-2, -1))).sqrt()
+    num = (a * b).sum((-2, -1))
+    return num / ((a * a).sum((-2, -1)) * (b * b).sum((-2, -1))).sqrt()
 
 
 def weak_recovery(S: torch.Tensor, S_star: torch.Tensor, link: str = "he2", threshold: float = 0.3) -> torch.Tensor:
@@ -189,7 +197,7 @@ def weak_recovery(S: torch.Tensor, S_star: torch.Tensor, link: str = "he2", thre
 
 # ---------------------------------------------------------------------------------------------------- losses
 def population_loss(S: torch.Tensor, S_star: torch.Tensor, link: str = "he2", *, exact: bool = True,
-                    samples: int = 100_000, seed: int = 0, centering: bool = False) -> torch.Tensor:
+                    samples: int = 100_000, seed: int = 0, centering: bool = False, tokens: int = 2) -> torch.Tensor:
     """Population loss ``Phi = E[(f(h(S)) - f(h(S*)))^2]`` over Gaussian tokens, batched over ``[..., d, d]``.
 
     Example::
@@ -209,7 +217,7 @@ def population_loss(S: torch.Tensor, S_star: torch.Tensor, link: str = "he2", *,
             in ``Q, m, rho``), ``"softmax"`` (Monte Carlo: ``(1/L^2) ||softmax(H(S)) - softmax(H(S*))||_F^2`` with
             ``L = 2`` and row softmax).
         exact: ``False`` drops the He2 finite-``d`` correction (the Gaussian limit).
-        samples, seed, centering: Monte-Carlo size, seed and diagonal centring (softmax only).
+        samples, seed, centering, tokens: Monte-Carlo size, seed, diagonal centring and ``L`` (softmax only).
 
     Returns:
         ``[...]``.
@@ -229,7 +237,7 @@ def population_loss(S: torch.Tensor, S_star: torch.Tensor, link: str = "he2", *,
         return ((15 * Q ** 3 - 18 * Q ** 2 + 9 * Q + 15 * rho ** 3 - 18 * rho ** 2 + 9 * rho) / 6
                 - (9 * Q * rho * m + 6 * m ** 3 - 9 * rho * m - 9 * Q * m + 9 * m) / 3)
     if link == "softmax":
-        return _softmax_loss_mc(S, S_star, samples, seed, centering)
+        return _softmax_loss_mc(S, S_star, samples, seed, centering, L=tokens)
     raise ArgumentError(f"link must be one of {LINKS}, got {link!r}.")
 
 
@@ -265,7 +273,8 @@ def _dphi(link, Q, m, rho):
     raise ArgumentError(f"gradient flow needs link 'he1', 'he2' or 'he3', got {link!r} (softmax has no closed form).")
 
 
-def population_gradient(S: torch.Tensor, S_star: torch.Tensor, link: str = "he2", *, exact: bool = True):
+def population_gradient(S: torch.Tensor, S_star: torch.Tensor, link: str = "he2", *, exact: bool = True,
+                        samples: int = 100_000, seed: int = 0, centering: bool = False, tokens: int = 2):
     """``G = d * grad_S Phi = 2 Phi_Q S + Phi_m S*`` (plus the He2 finite-``d`` part), batched.
 
     Example::
@@ -279,11 +288,26 @@ def population_gradient(S: torch.Tensor, S_star: torch.Tensor, link: str = "he2"
         True
 
     Arguments:
-        S, S_star: ``[..., d, d]``; link: ``"he1"``, ``"he2"``, ``"he3"``; exact: include the He2 finite-d part
+        S, S_star: ``[..., d, d]``; link: ``"he1"``, ``"he2"``, ``"he3"`` (closed forms) or ``"softmax"``
+        (``d`` times the autograd gradient of the Monte-Carlo `population_loss`; one fixed sample set, so it is a
+        smooth function of ``S``); exact: include the He2 finite-d part
         ``d^{-1}[12 S S^T S - 4 T T^T S - 4 T S^T T - 4 S T^T T]``.
+        samples, seed, centering, tokens: the softmax Monte Carlo (size, seed, diagonal centring, ``L``).
+
+    Returns:
+        ``[..., d, d]``: the mean drift of one online-SGD step of the direct student is ``-(eta / d^2) G``.
 
     References: theory spec B.2 (gradient table).
     """
+    if link == "softmax":
+        batch = torch.broadcast_shapes(S.shape[:-2], S_star.shape[:-2])
+        d = S.shape[-1]
+        with torch.enable_grad():
+            leaf = S.detach().expand(*batch, d, d).clone().requires_grad_(True)
+            loss = _softmax_loss_mc(leaf, S_star.detach(), samples, seed, centering, L=tokens)
+            # Each batch element's loss depends on its own S only, so the gradient of the sum is per element.
+            (grad,) = torch.autograd.grad(loss.sum(), leaf)
+        return d * grad
     p = order_parameters(S, S_star)
     phi_q, phi_m = _dphi(link, p["Q"], p["m"], p["rho"])
     G = 2 * phi_q[..., None, None] * S + phi_m[..., None, None] * S_star
@@ -317,9 +341,9 @@ class AIMRun:
 
 def online_sgd(S_star: torch.Tensor, *, link: str = "he2", parameterization: str = "tied", steps: int = 1000,
                eta: float = 0.05, lr: float | None = None, rank: int | None = None, init_scale: float = 0.5,
-               S0: torch.Tensor | None = None, weight_decay: float = 0.0, clip: float | None = None,
+               S0: torch.Tensor | None = None, params0=None, weight_decay: float = 0.0, clip: float | None = None,
                runs: int | None = None, record_every: int = 100, recovery_threshold: float = 0.3,
-               seed: int = 0) -> AIMRun:
+               seed: int = 0, tokens: int = 2, centering: bool = False) -> AIMRun:
     """Online SGD (one fresh sample per step) of the student on the teacher ``S*``, batched over runs.
 
     Example::
@@ -329,10 +353,15 @@ def online_sgd(S_star: torch.Tensor, *, link: str = "he2", parameterization: str
         >>> run = online_sgd(torch.zeros(6, 6), link="he2", parameterization="direct", S0=torch.zeros(6, 6), steps=50)
         >>> bool((run.S == 0).all())          # S = 0 is an exact critical point of He2: every gradient vanishes
         True
+        >>> soft = online_sgd(torch.eye(6), link="softmax", parameterization="direct", S0=torch.zeros(6, 6), steps=50)
+        >>> bool((soft.S != 0).any())         # ... but not of the softmax link, whose first Hermite part is not 0
+        True
 
     Arguments:
         S_star: teacher ``[d, d]`` (or ``[*runs, d, d]``).
-        link: ``"he1"``, ``"he2"``, ``"he3"``.
+        link: ``"he1"``, ``"he2"``, ``"he3"`` (scalar label ``f(h)``, ``h = H_12``) or ``"softmax"`` (the label is
+            the row softmax of the ``L x L`` pre-activation matrix ``H(S*)`` and the loss is
+            ``(1/L^2) ||softmax(H(S)) - softmax(H(S*))||_F^2``, `preactivations`).
         parameterization: ``"direct"`` (``S``), ``"tied"`` (``S = kappa W W^T``) or ``"untied"``
             (``S = kappa U V^T``), ``kappa = 1/sqrt(r d)``.
         steps: samples; eta: ODE-time-consistent rate: ``lr = eta / d`` (direct) or ``eta sqrt(r / d)``
@@ -342,16 +371,31 @@ def online_sgd(S_star: torch.Tensor, *, link: str = "he2", parameterization: str
         init_scale: ``sigma_0``: ``W0``, ``U0``, ``V0`` iid ``N(0, sigma_0^2)``; direct starts from a GOE of scale
             ``sigma_0`` unless ``S0`` is given.
         S0: direct initial ``S`` (e.g. zeros: an exact critical point of He2).
+        params0: tied / untied initial parameters instead of the random ones: ``W0 [d, r]`` (tied) or
+            ``(U0, V0)`` (untied), broadcast over the runs.
         weight_decay: ``gamma``: ``theta <- (1 - lr gamma) theta - lr grad``.
         clip: clip the Frobenius norm of each parameter's one-sample gradient to this (He2/He3 gradients are
-            polynomial in ``h`` and SGD diverges for large steps, spec B.4).
+            polynomial in ``h`` and SGD diverges for large steps, spec B.4). Clipping biases the drift when the
+            gradients are heavy-tailed: for He3 at ``S = 0`` the drift ``-6 S*^3 / d`` (in flow time, ``rho = 1``)
+            is carried by the tail, and clipping the few percent largest gradients (``clip = 20`` at d = 24)
+            reverses its sign.
         runs: independent runs (a leading batch; default: the teacher's batch, or one run).
         record_every: record order parameters every this many steps.
         recovery_threshold: weak-recovery threshold for ``escape_time`` (``|cos_c|`` for He2).
         seed: seed of initialization and samples.
+        tokens: ``L``, tokens per sample of the softmax link (the elementwise links use ``L = 2``).
+        centering: subtract ``d^{-1/2} Tr S`` from the diagonal of ``H`` (softmax link only: the off-diagonal
+            ``h = H_12`` of the elementwise links is unaffected). Use it when ``Tr S*`` is ``O(d)`` (a PSD teacher):
+            otherwise the diagonal pre-activations are ``O(sqrt d)`` and the softmax saturates.
 
     Returns:
         `AIMRun`.
+
+    Softmax: with ``E = 2 (Y - Y*) / L^2`` and the softmax backward ``G = Y * (E - rowsum(E * Y))``, the
+    one-sample gradient is ``grad_S = d^{-1/2} (X^T G X - c tr(G) I)``; tied ``grad_W = kappa (grad_S + grad_S^T) W``
+    and untied ``grad_U = kappa grad_S V``, ``grad_V = kappa grad_S^T U`` are formed through ``X W`` (``O(L d r)``).
+    The learning-rate conventions are those of the elementwise links, so ``times`` are again gradient-flow times
+    of the (Monte Carlo) population loss, ``population_gradient(..., "softmax")``.
 
     Per-step cost ``O(d r)`` with ``c = 2 (f(h) - y) f'(h) d^{-1/2}``: direct ``S -= lr c x1 x2^T``; tied
     ``W -= lr c kappa (x1 a2^T + x2 a1^T)``, ``a_i = W^T x_i``; untied ``U -= lr c kappa x1 (V^T x2)^T``,
@@ -361,7 +405,17 @@ def online_sgd(S_star: torch.Tensor, *, link: str = "he2", parameterization: str
     """
     if parameterization not in PARAMETERIZATIONS:
         raise ArgumentError(f"parameterization must be one of {PARAMETERIZATIONS}, got {parameterization!r}.")
-    f, df = link_function(link)
+    if link not in LINKS:
+        raise ArgumentError(f"link must be one of {LINKS}, got {link!r}.")
+    softmax = link == "softmax"
+    f, df = (None, None) if softmax else link_function(link)
+    if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 2:
+        raise ArgumentError(f"tokens (L) must be an int >= 2, got {tokens!r}.")
+    if tokens != 2 and not softmax:
+        raise ArgumentError(f"tokens = {tokens} needs link='softmax': the elementwise links use the scalar "
+                            "model h = H_12 of L = 2 tokens.")
+    if clip is not None and not (isinstance(clip, (int, float)) and not isinstance(clip, bool) and clip > 0):
+        raise ArgumentError(f"clip must be a positive number or None, got {clip!r}.")
     if not isinstance(S_star, torch.Tensor) or S_star.dim() < 2 or S_star.shape[-1] != S_star.shape[-2]:
         raise ArgumentError("S_star must be a square teacher matrix tensor [d, d] (or [runs, d, d]).")
     for name, value in (("steps", steps), ("record_every", record_every)):
@@ -391,10 +445,20 @@ def online_sgd(S_star: torch.Tensor, *, link: str = "he2", parameterization: str
             G0 = randn(*batch, d, d)
             S0 = init_scale * (G0 + G0.mT) / math.sqrt(2 * d)
         params = [S0.to(dtype=dtype, device=device).expand(*batch, d, d).clone()]
+    elif params0 is not None:
+        given = [params0] if isinstance(params0, torch.Tensor) else list(params0)
+        wanted = 1 if parameterization == "tied" else 2
+        if len(given) != wanted or not all(isinstance(p, torch.Tensor) and p.shape[-2:] == (d, r) for p in given):
+            what = "a tensor W0 [d, r]" if wanted == 1 else "a pair (U0, V0) of [d, r] tensors"
+            raise ArgumentError(f"params0 for the {parameterization} parameterization must be {what} with d = {d}, "
+                                f"r = {r}; got {_describe(params0)}.")
+        params = [p.to(dtype=dtype, device=device).expand(*batch, d, r).clone() for p in given]
     elif parameterization == "tied":
         params = [init_scale * randn(*batch, d, r)]
     else:
         params = [init_scale * randn(*batch, d, r), init_scale * randn(*batch, d, r)]
+    if S0 is not None and parameterization != "direct":
+        raise ArgumentError(f"S0 sets the direct student only; pass params0 for the {parameterization} one.")
 
     def current_S():
         if parameterization == "direct":
@@ -420,7 +484,49 @@ def online_sgd(S_star: torch.Tensor, *, link: str = "he2", parameterization: str
     record(0)
     scale = 1.0 / math.sqrt(d)
     decay = 1.0 - lr * weight_decay
-    for step in range(1, steps + 1):
+    eye_L = torch.eye(tokens, dtype=dtype, device=device)
+    eye_d = torch.eye(d, dtype=dtype, device=device) if centering and parameterization == "direct" else None
+
+    def softmax_backward(X, trace_S, raw_H):
+        """``dl/dH`` of the softmax loss, one sample per run; ``raw_H`` is the student's ``X S X^T``."""
+        Y_star = torch.softmax(preactivations(X, T, centering=centering), -1)
+        if centering:
+            raw_H = raw_H - trace_S[..., None, None] * eye_L
+        Y = torch.softmax(scale * raw_H, -1)
+        E = 2 * (Y - Y_star) / tokens ** 2
+        return Y * (E - (E * Y).sum(-1, keepdim=True))
+
+    def trace_of(G):
+        return G.diagonal(dim1=-2, dim2=-1).sum(-1)[..., None, None]
+
+    def softmax_step(params):
+        X = randn(*batch, tokens, d)
+        if parameterization == "direct":
+            S = params[0]
+            G = softmax_backward(X, S.diagonal(dim1=-2, dim2=-1).sum(-1), X @ S @ X.mT)
+            grad = scale * (X.mT @ G @ X)
+            if centering:
+                grad = grad - scale * trace_of(G) * eye_d
+            return [decay * S - lr * clipped(grad)]
+        if parameterization == "tied":
+            W = params[0]
+            A = X @ W
+            G = softmax_backward(X, kappa * (W * W).sum((-2, -1)), kappa * A @ A.mT)
+            grad = scale * kappa * (X.mT @ ((G + G.mT) @ A))
+            if centering:
+                grad = grad - 2 * scale * kappa * trace_of(G) * W
+            return [decay * W - lr * clipped(grad)]
+        U, Vm = params
+        A, B = X @ U, X @ Vm
+        G = softmax_backward(X, kappa * (U * Vm).sum((-2, -1)), kappa * A @ B.mT)
+        grad_u = scale * kappa * (X.mT @ (G @ B))
+        grad_v = scale * kappa * (X.mT @ (G.mT @ A))
+        if centering:
+            grad_u = grad_u - scale * kappa * trace_of(G) * Vm
+            grad_v = grad_v - scale * kappa * trace_of(G) * U
+        return [decay * U - lr * clipped(grad_u), decay * Vm - lr * clipped(grad_v)]
+
+    def hermite_step(params):
         x1, x2 = randn(*batch, d), randn(*batch, d)
         y = f(scale * (x1 * (T @ x2.unsqueeze(-1))[..., 0]).sum(-1))
         if parameterization == "direct":
@@ -428,22 +534,25 @@ def online_sgd(S_star: torch.Tensor, *, link: str = "he2", parameterization: str
             h = scale * (x1 * (S @ x2.unsqueeze(-1))[..., 0]).sum(-1)
             c = 2 * (f(h) - y) * df(h) * scale
             grad = c[..., None, None] * x1.unsqueeze(-1) * x2.unsqueeze(-2)
-            params[0] = decay * S - lr * clipped(grad)
-        elif parameterization == "tied":
+            return [decay * S - lr * clipped(grad)]
+        if parameterization == "tied":
             W = params[0]
             a1, a2 = (x1.unsqueeze(-2) @ W)[..., 0, :], (x2.unsqueeze(-2) @ W)[..., 0, :]
             h = scale * kappa * (a1 * a2).sum(-1)
             c = (2 * (f(h) - y) * df(h) * scale * kappa)[..., None, None]
             grad = c * (x1.unsqueeze(-1) * a2.unsqueeze(-2) + x2.unsqueeze(-1) * a1.unsqueeze(-2))
-            params[0] = decay * W - lr * clipped(grad)
-        else:
-            U, Vm = params
-            b1, b2 = (x1.unsqueeze(-2) @ U)[..., 0, :], (x2.unsqueeze(-2) @ Vm)[..., 0, :]
-            h = scale * kappa * (b1 * b2).sum(-1)
-            c = (2 * (f(h) - y) * df(h) * scale * kappa)[..., None, None]
-            grad_u = c * x1.unsqueeze(-1) * b2.unsqueeze(-2)
-            grad_v = c * x2.unsqueeze(-1) * b1.unsqueeze(-2)
-            params = [decay * U - lr * clipped(grad_u), decay * Vm - lr * clipped(grad_v)]
+            return [decay * W - lr * clipped(grad)]
+        U, Vm = params
+        b1, b2 = (x1.unsqueeze(-2) @ U)[..., 0, :], (x2.unsqueeze(-2) @ Vm)[..., 0, :]
+        h = scale * kappa * (b1 * b2).sum(-1)
+        c = (2 * (f(h) - y) * df(h) * scale * kappa)[..., None, None]
+        grad_u = c * x1.unsqueeze(-1) * b2.unsqueeze(-2)
+        grad_v = c * x2.unsqueeze(-1) * b1.unsqueeze(-2)
+        return [decay * U - lr * clipped(grad_u), decay * Vm - lr * clipped(grad_v)]
+
+    step_fn = softmax_step if softmax else hermite_step
+    for step in range(1, steps + 1):
+        params = step_fn(params)
         if step % record_every == 0:
             record(step)
     order = {k: torch.stack(v) for k, v in records.items()}
@@ -455,6 +564,95 @@ def online_sgd(S_star: torch.Tensor, *, link: str = "he2", parameterization: str
     escape = torch.where(first >= 0, times[first.clamp_min(0)], torch.full_like(times[0].expand(first.shape), math.inf))
     out_params = params[0] if len(params) == 1 else tuple(params)
     return AIMRun(times, step_tensor, order, current_S(), out_params, escape)
+
+
+def _describe(value):
+    if isinstance(value, torch.Tensor):
+        return f"a tensor of shape {tuple(value.shape)}"
+    if isinstance(value, (tuple, list)):
+        return "(" + ", ".join(_describe(v) for v in value) + ")"
+    return type(value).__name__
+
+
+def make_teacher(d: int, kind: str = "goe", *, rank_ratio: float = 0.5, seed: int = 0,
+                 dtype: torch.dtype = torch.float64, device=None) -> torch.Tensor:
+    """A teacher ``S*`` normalized to ``rho = tau(S* S*^T) = 1``: a GOE matrix, or a PSD Wishart one.
+
+    Example::
+
+        >>> from jacobiscope.theory.aim import make_teacher, order_parameters
+        >>> T = make_teacher(50, "psd", seed=1)
+        >>> round(float(order_parameters(T, T)["rho"]), 12), bool((T - T.T).abs().max() == 0)
+        (1.0, True)
+
+    Arguments:
+        d: dimension; kind: ``"goe"`` (``(G + G^T)/sqrt(2 d)``: indefinite, trace ~ 0, the spec's B.4 teacher) or
+        ``"psd"`` (``W W^T`` with ``W [d, rank_ratio d]``: Marchenko–Pastur spectrum, ``Tr S* = O(d)``; the spec's
+        choice for tied students under odd links); seed, dtype, device: of the draw (made on the CPU).
+
+    References: theory spec B.1, B.3 (truncation setup), B.4.
+    """
+    if isinstance(d, bool) or not isinstance(d, int) or d < 2:
+        raise ArgumentError(f"d must be an int >= 2, got {d!r}.")
+    g = torch.Generator(device="cpu").manual_seed(int(seed))
+    if kind == "goe":
+        G = torch.randn(d, d, generator=g, dtype=dtype)
+        T = G + G.T
+    elif kind == "psd":
+        if not 0 < rank_ratio <= 1:
+            raise ArgumentError(f"rank_ratio = r*/d must be in (0, 1], got {rank_ratio!r}.")
+        W = torch.randn(d, max(int(round(rank_ratio * d)), 1), generator=g, dtype=dtype)
+        T = W @ W.T
+    else:
+        raise ArgumentError(f"kind must be 'goe' or 'psd', got {kind!r}.")
+    T = T / ((T * T).sum() / d).sqrt()
+    return T.to(device) if device is not None else T
+
+
+def escape_runs(S_star: torch.Tensor | None = None, *, d: int = 16, link: str = "he2", t: float = 2.0,
+                eta: float = 0.01, runs: int = 2, init_scale: float = 0.5, clip: float | None = None,
+                centering: bool = False, seed: int = 0, records: int = 200, random_direct: bool = True) -> dict:
+    """Online SGD of every parameterization from an uninformative start: the data of the escape curves.
+
+    Example::
+
+        >>> from jacobiscope.theory.aim import escape_runs
+        >>> out = escape_runs(d=8, t=0.2, runs=1, records=4)
+        >>> list(out), bool((out["direct, S0 = 0"].S == 0).all())     # He2: S = 0 never moves
+        (['direct, S0 = 0', 'direct, random S0', 'tied', 'untied'], True)
+
+    Arguments:
+        S_star: teacher ``[d, d]`` (default ``make_teacher(d, "goe", seed=seed)``, the spec's B.4 setting).
+        d: dimension when ``S_star`` is not given; link: as `online_sgd`.
+        t: gradient-flow horizon (``steps = t d^2 / eta``); eta, clip, centering, seed: as `online_sgd`. Small
+            ``d`` needs a smaller ``eta`` than the spec's 0.05 at d = 100 (the default 0.01 keeps He1/He2/softmax
+            stable at d = 16 without clipping; He3 can still diverge, and clipping biases its drift, see
+            `online_sgd`).
+        runs: independent runs per parameterization; init_scale: ``sigma_0`` of the random starts.
+        records: about this many recorded times.
+        random_direct: also run the direct student from a random GOE ``S0`` of scale ``sigma_0`` (spec B.4: He2 is
+            stuck only at the exact critical point ``S0 = 0``).
+
+    Returns:
+        ``{label: AIMRun}`` with labels ``"direct, S0 = 0"``, ``"direct, random S0"`` (if asked), ``"tied"``,
+        ``"untied"``; each run's ``escape_time`` is the first time with weak recovery (``inf`` if never).
+
+    References: theory spec B.4 (claims versus this model), B.5.
+    """
+    if S_star is None:
+        S_star = make_teacher(d, "goe", seed=seed)
+    d = S_star.shape[-1]
+    steps = max(int(round(t * d * d / eta)), 1)
+    every = max(steps // max(int(records), 1), 1)
+    common = dict(link=link, steps=steps, eta=eta, runs=runs, clip=clip, centering=centering,
+                  record_every=every, init_scale=init_scale)
+    out = {"direct, S0 = 0": online_sgd(S_star, parameterization="direct", seed=seed + 1,
+                                        S0=torch.zeros_like(S_star), **common)}
+    if random_direct:
+        out["direct, random S0"] = online_sgd(S_star, parameterization="direct", seed=seed + 2, **common)
+    out["tied"] = online_sgd(S_star, parameterization="tied", seed=seed + 3, **common)
+    out["untied"] = online_sgd(S_star, parameterization="untied", seed=seed + 4, **common)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------------- gradient flow
@@ -487,6 +685,9 @@ def gradient_flow(S_star: torch.Tensor, S0: torch.Tensor, *, link: str = "he2", 
     """
     if parameterization not in PARAMETERIZATIONS:
         raise ArgumentError(f"parameterization must be one of {PARAMETERIZATIONS}, got {parameterization!r}.")
+    if link not in ("he1", "he2", "he3"):
+        raise ArgumentError(f"gradient_flow needs a closed-form link 'he1', 'he2' or 'he3', got {link!r}; for the "
+                            "softmax link use online_sgd, or population_gradient(S, S_star, 'softmax') for the drift.")
     if parameterization == "untied" and (A0 is None or B0 is None):
         raise ArgumentError("the untied flow needs A0 = kappa U0 U0^T and B0 = kappa V0 V0^T as well as S0.")
     T = S_star

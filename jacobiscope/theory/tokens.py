@@ -9,7 +9,9 @@ USA); ``A`` plays ``Q^T K`` and ``V`` the value matrix. This module integrates t
 renormalization, or projected Euler for comparison), and in ``d = 2`` for LSA ships the exact reductions:
 the Kuramoto–Daido phase equation with pure second-harmonic coupling, and the Ott–Antonsen (OA) equation for
 ``R_2 = (1/n) sum_j exp(2 i theta_j)``. `classify_regime` names the long-time behaviour: ``"clustering"``,
-``"rotating_clusters"``, ``"oscillation"`` or ``"interior_fixed_point"``.
+``"rotating_clusters"``, ``"oscillation"`` or ``"interior_fixed_point"``; `predict_regime` gives the regime the
+spec's exact statements predict without simulating, and `regime_table` sets the two side by side for the spec's
+verified examples.
 
 Order parameters come from `jacobiscope.dynamics.clusters` (``2 lambda_1 - 1 = |R_2|`` in ``d = 2``).
 Everything is batched over leading dimensions of ``A`` / ``V`` and runs on their device.
@@ -40,6 +42,13 @@ __all__ = [
     "wrapped_cauchy_phases",
     "hamiltonian_energy",
     "classify_regime",
+    "circle_velocity",
+    "transverse_exponent",
+    "predict_regime",
+    "REGIME_EXAMPLES",
+    "REGIME_TABLE",
+    "regime_table",
+    "regime_trajectories",
 ]
 
 TOKEN_REGIMES = ("clustering", "rotating_clusters", "oscillation", "interior_fixed_point")
@@ -566,6 +575,298 @@ def classify_regime(A, V, *, beta: float = 1.0, attention: str = "linear", z0=0.
     evidence["reason"] = (f"late |R_2| (or nematic/polar order) min {r_min.min().item():.4g}, arg drift "
                           f"{drift.abs().max().item():.3g} rad/time over the last {window:.0%} of t = {horizon:g}")
     return TokenRegime(regime, evidence, series)
+
+
+# ---------------------------------------------------------------------------------------------------- predictions
+def _unit_pair(psi):
+    half = psi / 2
+    x = torch.stack([torch.cos(half), torch.sin(half)], -1)
+    return x, torch.stack([-torch.sin(half), torch.cos(half)], -1)
+
+
+def _quad(M, u, v):
+    return (u * (v @ M.mT)).sum(-1)
+
+
+def circle_velocity(psi: torch.Tensor, A, V, beta: float = 1.0) -> torch.Tensor:
+    """Speed ``psi'`` of a single cluster ``Z = e^{i psi}`` moving along the unit circle (LSA, ``d = 2``).
+
+    Example (``A = I``, ``V = [[1 + delta, -s], [s, 1 - delta]]``: ``psi' = 2 beta (s - delta sin psi)``)::
+
+        >>> import math, torch
+        >>> from jacobiscope.theory.tokens import circle_velocity
+        >>> psi = torch.tensor([0.0, math.pi / 2], dtype=torch.float64)
+        >>> [round(v, 12) for v in circle_velocity(psi, torch.eye(2), [[1.1, -0.5], [0.5, 0.9]]).tolist()]
+        [1.0, 0.8]
+
+    Arguments:
+        psi: doubled angles ``[...]`` (the cluster's axis is ``x = e^{i psi / 2}``); A, V: ``[2, 2]``; beta.
+
+    Returns:
+        ``2 beta (x^T A x)(x_perp^T V x)``, ``x_perp = i x``: the OA flow restricted to the invariant circle.
+
+    References: theory spec A.3 (on the circle).
+    """
+    A, V = _matrices(A, V, 2, psi.dtype, device=psi.device)
+    x, xp = _unit_pair(psi)
+    return 2 * beta * _quad(A, x, x) * _quad(V, xp, x)
+
+
+def transverse_exponent(psi: torch.Tensor, A, V, beta: float = 1.0) -> torch.Tensor:
+    """Transverse (clustering) exponent ``lambda_perp`` of a one-cluster state at ``x = e^{i psi / 2}``.
+
+    Example (``A = V = I``: every cluster attracts at rate ``beta``)::
+
+        >>> import torch
+        >>> from jacobiscope.theory.tokens import transverse_exponent
+        >>> transverse_exponent(torch.tensor([0.0, 1.0], dtype=torch.float64), torch.eye(2), torch.eye(2)).tolist()
+        [-1.0, -1.0]
+
+    Returns:
+        ``beta [(x_perp^T V x)(x_perp^T A x) - (x^T V x)(x^T A x)]``; a cluster (fixed or rotating) attracts when
+        its time average along the cluster's orbit is negative.
+
+    References: theory spec A.3 (transverse exponent).
+    """
+    A, V = _matrices(A, V, 2, psi.dtype, device=psi.device)
+    x, xp = _unit_pair(psi)
+    return beta * (_quad(V, xp, x) * _quad(A, xp, x) - _quad(V, x, x) * _quad(A, x, x))
+
+
+def predict_regime(A, V, *, beta: float = 1.0, z0=0.3 + 0.1j, grid: int = 4096, tol: float = 1e-12) -> TokenRegime:
+    """The regime the spec's exact statements predict for LSA in ``d = 2`` (no simulation), with the rule used.
+
+    Example::
+
+        >>> from jacobiscope.theory.tokens import predict_regime
+        >>> p = predict_regime([[2.0, 0.0], [0.0, 1.0]], [[0.5, -1.0], [1.0, 0.5]])
+        >>> p.regime, round(p.evidence["period"], 5), p.evidence["mean_transverse_exponent"] < 0   # spec: 2.22144
+        ('rotating_clusters', 2.22144, True)
+
+    Rules, first match wins (theory spec A.4):
+
+    1. ``V = I``: ``Z* = -alpha' / conj(alpha)``. ``tr A > 0`` or ``det A <= 0``: clustering. ``sym(A)`` negative
+       definite: interior fixed point ``Z*``. ``tr A < 0``, ``det A > 0``, ``sym(A)`` indefinite: interior
+       (attracting focus; an orbit may hit the circle first, basin-dependent). ``tr A = 0``, ``det A > 0``: circles
+       about ``Z*``; the one through ``z0`` oscillates (with the spec's period) if it stays inside the disk, else
+       clusters.
+    2. ``A = I``, ``V`` symmetric (top eigenvalue ``lambda_1``): ``lambda_1 >= 0`` clustering (algebraic approach at
+       ``0``), ``lambda_1 < 0`` interior ``Z* = e^{2 i phi} (lambda_1 - lambda_2) / |lambda_1 + lambda_2|``
+       (``phi`` the top eigenvector's angle).
+    3. ``A = I``, ``V = [[a, b], [-b, -a]]``: ``|a| < b`` a centre family (oscillation), else clustering.
+    4. Otherwise, the dynamics on the invariant circle: if ``psi'`` never vanishes and the time-averaged
+       transverse exponent is negative, a rotating cluster with period ``int dpsi / |psi'|``; if some zero of
+       ``psi'`` is stable along the circle with ``lambda_perp < 0``, clustering; else ``None`` (not covered).
+
+    Arguments:
+        A, V: real ``[2, 2]`` (a single system); beta: inverse temperature; z0: the initial ``R_2`` (used only by
+        the basin-dependent rule 1 cases); grid: quadrature points on the circle; tol: what counts as zero.
+
+    Returns:
+        `TokenRegime` with ``regime`` (one of ``TOKEN_REGIMES`` or ``None``) and evidence ``rule``,
+        ``fixed_point`` (``[re, im]`` or ``None``), ``period`` (0 if none), ``mean_transverse_exponent`` (rotating
+        cases), ``basin_dependent``.
+
+    References: theory spec A.4 (exact statements 1-4).
+    """
+    A, V = _matrices(A, V, 2, torch.float64)
+    if A.dim() != 2 or V.dim() != 2:
+        raise ArgumentError("predict_regime takes one system: A and V of shape [2, 2] (no batch).")
+    if abs(beta) <= 0:
+        raise ArgumentError(f"beta must be non-zero, got {beta!r}.")
+    eye = torch.eye(2, dtype=torch.float64, device=A.device)
+    z0 = complex(z0)
+    alpha, alpha_p = (complex(c) for c in complex_coefficients(A))
+    evidence = {"rule": None, "fixed_point": None, "period": 0.0, "basin_dependent": False}
+
+    def done(regime, rule, **extra):
+        evidence.update(rule=rule, **extra)
+        return TokenRegime(regime, evidence, None)
+
+    def close(M, N):
+        return float((M - N).abs().max()) <= tol
+
+    if close(V, eye):
+        tr, det = float(A.trace()), float(torch.linalg.det(A))
+        zstar = -alpha_p / alpha.conjugate() if abs(alpha) > tol else None
+        point = [zstar.real, zstar.imag] if zstar is not None else None
+        sym_eigs = torch.linalg.eigvalsh((A + A.T) / 2)
+        if tr > tol or det <= tol:
+            return done("clustering", "V = I and (tr A > 0 or det A <= 0): every orbit but Z* reaches the circle")
+        if float(sym_eigs.max()) < -tol:
+            return done("interior_fixed_point", "V = I and sym(A) negative definite: global convergence to Z*",
+                        fixed_point=point)
+        if tr < -tol:
+            return done("interior_fixed_point", "V = I, tr A < 0 < det A, sym(A) indefinite: Z* is an attracting "
+                        "focus (an orbit may reach the circle first)", fixed_point=point, basin_dependent=True)
+        r = abs(z0 - zstar)
+        if abs(zstar) + r < 1:
+            c = abs(float(A[1, 0] - A[0, 1])) / 2
+            root = (1 - abs(zstar) ** 2 - r * r) ** 2 - 4 * r * r * abs(zstar) ** 2
+            period = 4 * math.pi / (abs(beta) * c * math.sqrt(root))
+            return done("oscillation", "V = I, tr A = 0 < det A: the orbit through z0 is a circle about Z* inside "
+                        "the disk", fixed_point=point, period=period, basin_dependent=True)
+        return done("clustering", "V = I, tr A = 0 < det A: the circle about Z* through z0 leaves the disk",
+                    fixed_point=point, basin_dependent=True)
+    if close(A, eye) and close(V, V.T):
+        lam, vec = torch.linalg.eigh(V)
+        l1, l2 = float(lam[1]), float(lam[0])
+        phi = math.atan2(float(vec[1, 1]), float(vec[0, 1]))
+        axis = [math.cos(2 * phi), math.sin(2 * phi)]
+        if l1 > tol:
+            return done("clustering", "A = I, V symmetric, lambda_1 > 0: clustering onto the top eigen-axis",
+                        fixed_point=axis if l1 - l2 > tol else None)
+        if l1 >= -tol:
+            return done("clustering", "A = I, V symmetric, lambda_1 = 0: algebraic (slow) approach to the circle",
+                        fixed_point=axis if l1 - l2 > tol else None)
+        zstar = complex(math.cos(2 * phi), math.sin(2 * phi)) * (l1 - l2) / abs(l1 + l2)
+        return done("interior_fixed_point", "A = I, V symmetric, lambda_1 < 0: interior fixed point",
+                    fixed_point=[zstar.real, zstar.imag])
+    a, b = float(V[0, 0]), float(V[0, 1])
+    if close(A, eye) and close(V, torch.tensor([[a, b], [-b, -a]], dtype=V.dtype, device=V.device)) and abs(b) > tol:
+        if abs(a) < b:
+            return done("oscillation", "A = I, V = [[a, b], [-b, -a]] with |a| < b: Hamiltonian centre family")
+        return done("clustering", "A = I, V = [[a, b], [-b, -a]] with |a| >= |b|: no interior centre")
+    psi = torch.arange(grid, dtype=torch.float64, device=A.device) * (2 * math.pi / grid)
+    speed = circle_velocity(psi, A, V, beta)
+    lam_perp = transverse_exponent(psi, A, V, beta)
+    if bool((speed > tol).all()) or bool((speed < -tol).all()):
+        # Periodic integrand: the trapezoidal rule on a uniform grid converges spectrally.
+        dt = (2 * math.pi / grid) / speed.abs()
+        period = float(dt.sum())
+        mean_exp = float((lam_perp * dt).sum()) / period
+        if mean_exp < 0:
+            return done("rotating_clusters", "circle: psi' never vanishes and the mean transverse exponent is < 0",
+                        period=period, mean_transverse_exponent=mean_exp)
+        return done(None, "circle: psi' never vanishes but the rotating cluster repels (mean exponent >= 0)",
+                    period=period, mean_transverse_exponent=mean_exp)
+    slope = (torch.roll(speed, -1) - torch.roll(speed, 1)) / (4 * math.pi / grid)
+    crossing = (speed > 0) & (torch.roll(speed, -1) <= 0)
+    stable = crossing & (lam_perp < 0) & (slope < 0)
+    if bool(stable.any()):
+        return done("clustering", "circle: psi' has a zero that is stable along the circle with lambda_perp < 0",
+                    fixed_point=None, basin_dependent=True)
+    return done(None, "not covered by the spec's exact statements")
+
+
+# The spec's verified examples (A.4), beta = 1: (label, A, V, regime the spec reports). Predictions come from
+# `predict_regime`; the reported regime is what the spec's long runs found.
+REGIME_TABLE = (
+    ("V=I, A=diag(1, 0.5) (tr>0)", [[1.0, 0.0], [0.0, 0.5]], [[1.0, 0.0], [0.0, 1.0]], "clustering"),
+    ("V=I, A=diag(1, -2) (det<0)", [[1.0, 0.0], [0.0, -2.0]], [[1.0, 0.0], [0.0, 1.0]], "clustering"),
+    ("V=I, A=[[1,-2],[2,-1]] (tr=0)", [[1.0, -2.0], [2.0, -1.0]], [[1.0, 0.0], [0.0, 1.0]], "clustering"),
+    ("V=I, A=diag(-1, -2)", [[-1.0, 0.0], [0.0, -2.0]], [[1.0, 0.0], [0.0, 1.0]], "interior_fixed_point"),
+    ("V=I, A=-I+0.5J", [[-1.0, -0.5], [0.5, -1.0]], [[1.0, 0.0], [0.0, 1.0]], "interior_fixed_point"),
+    ("V=I, A=[[0.5,-2],[2,-1]]", [[0.5, -2.0], [2.0, -1.0]], [[1.0, 0.0], [0.0, 1.0]], "interior_fixed_point"),
+    ("A=I, V=diag(1, -2)", [[1.0, 0.0], [0.0, 1.0]], [[1.0, 0.0], [0.0, -2.0]], "clustering"),
+    ("A=I, V=diag(-0.5, -1)", [[1.0, 0.0], [0.0, 1.0]], [[-0.5, 0.0], [0.0, -1.0]], "interior_fixed_point"),
+    ("A=I, V=-I", [[1.0, 0.0], [0.0, 1.0]], [[-1.0, 0.0], [0.0, -1.0]], "interior_fixed_point"),
+    ("A=I, V=diag(0, -1)", [[1.0, 0.0], [0.0, 1.0]], [[0.0, 0.0], [0.0, -1.0]], "clustering"),
+    ("A=I, V=[[1.1,-.5],[.5,.9]]", [[1.0, 0.0], [0.0, 1.0]], [[1.1, -0.5], [0.5, 0.9]], "rotating_clusters"),
+    ("A=I, V=[[1.5,-.3],[.3,.5]]", [[1.0, 0.0], [0.0, 1.0]], [[1.5, -0.3], [0.3, 0.5]], "clustering"),
+    ("A=diag(2,1), V=.5I+J", [[2.0, 0.0], [0.0, 1.0]], [[0.5, -1.0], [1.0, 0.5]], "rotating_clusters"),
+    ("A=I, V=[[.5,1],[-1,-.5]]", [[1.0, 0.0], [0.0, 1.0]], [[0.5, 1.0], [-1.0, -0.5]], "oscillation"),
+    ("A=I, V=[[1,.5],[-.5,-1]]", [[1.0, 0.0], [0.0, 1.0]], [[1.0, 0.5], [-0.5, -1.0]], "clustering"),
+)
+
+# One representative (A, V) per regime, from the table above: what the phase portraits show.
+REGIME_EXAMPLES = {
+    "clustering": ([[1.0, 0.0], [0.0, 0.5]], [[1.0, 0.0], [0.0, 1.0]]),
+    "rotating_clusters": ([[1.0, 0.0], [0.0, 1.0]], [[1.1, -0.5], [0.5, 0.9]]),
+    "oscillation": ([[1.0, 0.0], [0.0, 1.0]], [[0.5, 1.0], [-1.0, -0.5]]),
+    "interior_fixed_point": ([[-1.0, 0.0], [0.0, -2.0]], [[1.0, 0.0], [0.0, 1.0]]),
+}
+
+
+def regime_table(rows=REGIME_TABLE, *, beta: float = 1.0, z0=0.3 + 0.1j, horizon: float = 400.0,
+                 dt: float = 0.05) -> list:
+    """Predicted (`predict_regime`) against found (`classify_regime`, one batched OA run) for each ``(A, V)``.
+
+    Example::
+
+        >>> from jacobiscope.theory.tokens import REGIME_TABLE, regime_table
+        >>> rows = regime_table(REGIME_TABLE[10:11], horizon=60.0)
+        >>> r = rows[0]
+        >>> r["predicted"], r["found"], round(r["found_period"], 3), round(r["predicted_period"], 5)
+        ('rotating_clusters', 'rotating_clusters', 6.413, 6.41275)
+
+    Arguments:
+        rows: ``(label, A, V, reported)`` tuples (default: the spec's verified examples, `REGIME_TABLE`).
+        beta, z0, horizon, dt: as `classify_regime` (the spec: ``z0 = 0.3 + 0.1i``, ``T = 400``).
+
+    Returns:
+        One dict per row: ``label``, ``reported`` (the spec's long-run result), ``predicted`` and ``rule``, ``found``,
+        ``agree`` (``predicted == found``), ``predicted_fixed_point`` / ``found_fixed_point`` (complex or None),
+        ``predicted_period`` / ``found_period``, ``order_limit``, ``order_std``, ``arg_drift``.
+
+    References: theory spec A.4.
+    """
+    rows = list(rows)
+    if not rows:
+        raise ArgumentError("regime_table needs at least one (label, A, V, reported) row.")
+    A = torch.tensor([r[1] for r in rows], dtype=torch.float64)
+    V = torch.tensor([r[2] for r in rows], dtype=torch.float64)
+    found = classify_regime(A, V, beta=beta, z0=z0, horizon=horizon, dt=dt)
+    out = []
+    for i, (label, a, v, reported) in enumerate(rows):
+        pred = predict_regime(a, v, beta=beta, z0=z0)
+        fp = pred.evidence["fixed_point"]
+        out.append({
+            "label": label, "reported": reported,
+            "predicted": pred.regime, "rule": pred.evidence["rule"], "found": found.regime[i],
+            "agree": pred.regime == found.regime[i],
+            "predicted_fixed_point": complex(*fp) if fp is not None else None,
+            "found_fixed_point": complex(*found.evidence["fixed_point"][i]),
+            "predicted_period": pred.evidence["period"], "found_period": found.evidence["period"][i],
+            "order_limit": found.evidence["order_limit"][i], "order_std": found.evidence["order_std"][i],
+            "arg_drift": found.evidence["arg_drift"][i],
+        })
+    return out
+
+
+def regime_trajectories(examples=None, *, n: int = 64, horizon: float = 30.0, dt: float = 0.02,
+                        z0=0.3 + 0.1j, beta: float = 1.0, record_every: int = 5) -> dict:
+    """Particle and OA trajectories of one ``(A, V)`` per regime in ``d = 2`` (the data of the phase portraits).
+
+    Example::
+
+        >>> from jacobiscope.theory.tokens import regime_trajectories
+        >>> data = regime_trajectories(n=16, horizon=4.0, dt=0.05, record_every=2)
+        >>> list(data), tuple(data["oscillation"]["theta"].shape)
+        (['clustering', 'rotating_clusters', 'oscillation', 'interior_fixed_point'], (41, 16))
+
+    Arguments:
+        examples: ``{name: (A, V)}`` (default `REGIME_EXAMPLES`).
+        n: tokens; their doubled angles start splay-sampled from the wrapped-Cauchy law centred at ``z0``, so the
+            particles' ``R_2`` follows the OA solution from ``z0`` (exactly up to ``(1-|z0|^2)|z0|^{n-1}``).
+        horizon, dt, record_every: RK4 integration of both (one batched run each).
+        beta: inverse temperature.
+
+    Returns:
+        ``{name: {"A", "V", "times" [K], "R2" [K] (particles, complex), "Z" [K] (OA, complex), "theta" [K, n]
+        (token angles, ``atan2`` of the states), "states" [K, n, 2]}}``.
+
+    References: theory spec A.2-A.4.
+    """
+    examples = dict(REGIME_EXAMPLES if examples is None else examples)
+    if not examples:
+        raise ArgumentError("examples must name at least one (A, V) pair.")
+    _check_int(n, "n", 1)
+    _check_int(record_every, "record_every", 1)
+    steps = max(int(round(horizon / dt)), 1)
+    steps += (-steps) % record_every
+    A = torch.stack([_matrices(a, v, 2, torch.float64)[0] for a, v in examples.values()])
+    V = torch.stack([_matrices(a, v, 2, torch.float64)[1] for a, v in examples.values()])
+    theta0 = wrapped_cauchy_phases(z0, n, splay=True)
+    x0 = torch.stack([theta0.cos(), theta0.sin()], -1).expand(len(examples), n, 2)
+    sim = simulate(A, V, n, 2, steps, dt, "linear", beta, x0=x0, record_every=record_every)
+    Z = integrate_oa(kuramoto_order(x0[0]), A, V, steps, dt, beta, record_every=record_every)
+    out = {}
+    for i, name in enumerate(examples):
+        states = sim.states[:, i]
+        out[name] = {"A": A[i], "V": V[i], "times": sim.times, "R2": sim.R2[:, i], "Z": Z[:, i],
+                     "theta": torch.atan2(states[..., 1], states[..., 0]), "states": states}
+    return out
 
 
 # ---------------------------------------------------------------------------------------------------- helpers
