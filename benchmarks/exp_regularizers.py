@@ -51,6 +51,10 @@ def configurations(spec_weight: float, energy_weight: float) -> dict:
     }
 
 
+def recipe_steps(recipe: SudokuRecipe) -> int:
+    return recipe.max_steps
+
+
 def weight_statistics(model) -> dict:
     """sigma_max of each regularized weight, the penalties themselves (exact), for the record."""
     with torch.no_grad():
@@ -93,9 +97,18 @@ def main() -> None:
     record.update({"recipe": asdict(base), "configurations": chosen, "loops": list(loops), "ood_puzzles": ood,
                    "machine": f"{platform.processor() or platform.machine()}, torch {torch.__version__}, "
                               f"{torch.get_num_threads()} threads"})
+    if base.init_from and "start" not in record["runs"]:  # the common starting point, measured the same way
+        from jacobiscope.hub import load_pretrained
+
+        start = load_pretrained(base.init_from).eval()
+        record["runs"]["start"] = {"train": {"steps": 0}, "measured": measure_checkpoint(start, loops=loops, ood_limit=ood),
+                                   "weights": weight_statistics(start), "init_from": base.init_from}
+        atomic_write_text(out_path, json.dumps(record, indent=1))
     for seed in options.seeds:
         for name, regularizer in chosen.items():
             key = f"{name}/seed{seed}"
+            if record["runs"].get(key, {}).get("train", {}).get("steps") == recipe_steps(base):
+                continue  # measured already (a re-run adds what is missing)
             recipe = replace(base, seed=seed, **regularizer)
             started = time.perf_counter()
             summary = train_sudoku(recipe, runs / f"{name}-seed{seed}")
