@@ -75,6 +75,7 @@ def main() -> None:
     parser.add_argument("--only", nargs="+", default=None, help="Run only these configurations.")
     parser.add_argument("--ood", type=int, default=1000, help="RRN puzzles for the OOD accuracy.")
     parser.add_argument("--runs", default=str(ROOT / "runs" / "regularizers"), help="Where the training runs go.")
+    parser.add_argument("--out", default=None, help="The JSON record (default benchmarks/out/regularizers.json).")
     parser.add_argument("--quick", action="store_true", help="Tiny model, few steps: checks that it runs.")
     options = parser.parse_args()
 
@@ -93,6 +94,7 @@ def main() -> None:
         chosen = {name: chosen[name] for name in options.only}
 
     out_path = ROOT / "benchmarks" / "out" / ("regularizers_quick.json" if options.quick else "regularizers.json")
+    out_path = Path(options.out) if options.out else out_path
     record = json.loads(out_path.read_text()) if out_path.exists() else {"runs": {}}
     record.update({"recipe": asdict(base), "configurations": chosen, "loops": list(loops), "ood_puzzles": ood,
                    "machine": f"{platform.processor() or platform.machine()}, torch {torch.__version__}, "

@@ -1,0 +1,312 @@
+"""AKOrN for Sudoku: artificial Kuramoto oscillatory neurons (Miyato et al., ICLR 2025), as a transformers model.
+
+Oscillators of dimension N live on unit spheres (``hidden_size / N`` per cell). One loop:
+
+    y = J(x) + c,   x <- normalize(x + gamma * (Omega x + y - <y, x> x))
+
+with J multi-head self-attention over the 81 cells (2-D rotary positions on queries and keys), c the embedded
+puzzle, Omega a rotation generator with one learnable frequency on channel pairs, gamma learnable. Givens start at
+their embedding, blanks at Gaussian noise; the readout is invariant to the oscillators' phase (a norm over N).
+Energy voting: several noise draws per puzzle, the one with the lowest summed pseudo-energy ``-Tr(x^T y)`` wins.
+
+Departure from the AKOrN repo, said here and in the model card: the repo's geometric transform attention (GTA:
+learnable per-token rotations of q, k and v) is replaced by 2-D rotary embeddings on q and k.
+
+Single-model-file policy: only torch, transformers and the configuration are imported (``loop_map`` imports
+jacobiscope lazily).
+"""
+from __future__ import annotations
+
+import importlib
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import PreTrainedModel
+from transformers.utils import ModelOutput
+
+from .configuration_akorn import AKOrNConfig
+
+__all__ = ["AKOrNForSudoku", "AKOrNSudokuOutput"]
+
+
+@dataclass
+class AKOrNSudokuOutput(ModelOutput):
+    """``loss``, ``logits [N, 81, 9]``, optionally ``energies [N, loops]`` and ``states [loops + 1, N, 81, dim]``."""
+
+    loss: torch.Tensor | None = None
+    logits: torch.Tensor | None = None
+    energies: torch.Tensor | None = None
+    states: torch.Tensor | None = None
+
+
+def _rotary_tables(head_dim: int, base: float = 10000.0):
+    """cos/sin ``[81, head_dim]``: the first half of each head rotates with the row, the second with the column."""
+    quarter = head_dim // 4
+    frequencies = base ** (-torch.arange(quarter, dtype=torch.float64) / max(quarter, 1))
+    rows = torch.arange(81, dtype=torch.float64) // 9
+    cols = torch.arange(81, dtype=torch.float64) % 9
+    angles = torch.cat([rows[:, None] * frequencies, cols[:, None] * frequencies], dim=1)  # [81, head_dim / 2]
+    angles = torch.repeat_interleave(angles, 2, dim=1)  # pairs (2i, 2i+1) share an angle
+    return angles.cos().float(), angles.sin().float()
+
+
+def _rotate(t, cos, sin):
+    pairs = t.reshape(*t.shape[:-1], -1, 2)
+    rotated = torch.stack([-pairs[..., 1], pairs[..., 0]], dim=-1).reshape(t.shape)
+    return t * cos + rotated * sin
+
+
+class _Coupling(nn.Module):
+    """J: multi-head self-attention over the cells with 2-D rotary positions."""
+
+    def __init__(self, config: AKOrNConfig):
+        super().__init__()
+        dim, self.heads = config.hidden_size, config.num_heads
+        self.head_dim = dim // self.heads
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.output = nn.Linear(dim, dim)
+        # Not buffers: transformers 5 builds models on the meta device and loads only saved tensors, so
+        # non-persistent buffers would come back uninitialized. The tables are cheap and cached per device/dtype.
+        self._tables: dict = {}
+
+    def forward(self, x):
+        n, cells, dim = x.shape
+        q, k, v = self.qkv(x).reshape(n, cells, 3, self.heads, self.head_dim).permute(2, 0, 3, 1, 4)
+        key = (x.device, x.dtype)
+        if key not in self._tables:
+            cos, sin = _rotary_tables(self.head_dim)
+            self._tables[key] = (cos.to(device=x.device, dtype=x.dtype), sin.to(device=x.device, dtype=x.dtype))
+        cos, sin = self._tables[key]
+        q, k = _rotate(q, cos, sin), _rotate(k, cos, sin)
+        mixed = F.scaled_dot_product_attention(q, k, v)
+        return self.output(mixed.transpose(1, 2).reshape(n, cells, dim))
+
+
+class AKOrNForSudoku(PreTrainedModel):
+    """AKOrN Sudoku solver.
+
+    Example::
+
+        >>> import torch
+        >>> from jacobiscope.models import AKOrNConfig, AKOrNForSudoku
+        >>> model = AKOrNForSudoku(AKOrNConfig(hidden_size=16, num_heads=2, oscillator_dim=4, loops=2))
+        >>> out = model(torch.zeros(2, 81, dtype=torch.long), labels=torch.ones(2, 81, dtype=torch.long))
+        >>> tuple(out.logits.shape)
+        (2, 81, 9)
+
+    ``forward(input_ids, labels=None, loops=None, return_energies=False, return_states=False, noise=None,
+    generator=None)``; ``noise`` (``[N, 81, dim]``) fixes the blanks' initial state, else it is drawn (from
+    ``generator`` when given). `solve(puzzles, loops, votes)` does energy voting; `loop_map` gives the recurrence.
+    """
+
+    config_class = AKOrNConfig
+    base_model_prefix = "akorn"
+    main_input_name = "input_ids"
+    _no_split_modules = []
+    # forward takes **kwargs (Trainer passes extras) but its loss is a plain mean: let Trainer scale it under
+    # gradient accumulation instead of assuming the model normalizes by num_items_in_batch.
+    accepts_loss_kwargs = False
+
+    def __init__(self, config: AKOrNConfig):
+        super().__init__(config)
+        dim, N = config.hidden_size, config.oscillator_dim
+        self.embed = nn.Embedding(10, dim)
+        self.unit_embed = nn.Embedding(27, dim) if config.unit_embeddings else None  # 9 rows, 9 columns, 9 boxes
+        self.coupling = _Coupling(config)
+        self.gamma = nn.Parameter(torch.tensor(float(config.gamma_init)))
+        self.omega = nn.Parameter(torch.full((2,), config.omega_init / math.sqrt(2)))
+        self.drive_gain = nn.Parameter(torch.ones(dim)) if config.oscillator_norm else None
+        self.readout = nn.Linear(dim, dim * N)
+        self.readout_bias = nn.Parameter(torch.zeros(dim))
+        self.ff1 = nn.Linear(dim, dim)
+        self.ff2 = nn.Linear(dim, dim)
+        self.ff3 = nn.Linear(dim, dim)
+        self.head = nn.Linear(dim, 9)
+        self.post_init()
+
+    def _init_weights(self, module):
+        if isinstance(module, nn.Linear):
+            nn.init.normal_(module.weight, std=1.0 / math.sqrt(module.in_features))
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, std=1.0)
+
+    # ------------------------------------------------------------------ oscillators
+    def _groups(self, x):
+        return x.reshape(*x.shape[:-1], -1, self.config.oscillator_dim)
+
+    def normalize(self, x):
+        groups = self._groups(x)
+        return (groups / groups.norm(dim=-1, keepdim=True).clamp_min(1e-12)).reshape(x.shape)
+
+    def rotation(self, x):
+        """``Omega x``: ``(c0, c1) -> (omega c1, -omega c0)`` on consecutive channel pairs (tangent already)."""
+        pairs = x.reshape(*x.shape[:-1], -1, 2)
+        omega = self.omega.norm()
+        return (omega * torch.stack([pairs[..., 1], -pairs[..., 0]], dim=-1)).reshape(x.shape)
+
+    def drive(self, x, injection):
+        """``y = J(x) + c`` (RMS-normalized per oscillator when ``config.oscillator_norm``)."""
+        y = self.coupling(x) + injection
+        if self.drive_gain is not None:
+            groups = self._groups(y)
+            y = (groups * torch.rsqrt(groups.pow(2).mean(-1, keepdim=True) + 1e-6)).reshape(y.shape) * self.drive_gain
+        return y
+
+    def step(self, x, injection):
+        y = self.drive(x, injection)
+        return self._update(x, y)
+
+    def _update(self, x, y):
+        groups_x, groups_y = self._groups(x), self._groups(y)
+        tangent = (groups_y - (groups_y * groups_x).sum(-1, keepdim=True) * groups_x).reshape(x.shape)
+        return self.normalize(x + self.gamma * (self.rotation(x) + tangent))
+
+    def injection(self, input_ids):
+        _check_puzzles(input_ids)
+        c = self.embed(input_ids)
+        if self.unit_embed is not None:
+            cells = torch.arange(81, device=input_ids.device)
+            units = torch.stack([cells // 9, 9 + cells % 9, 18 + (cells // 27) * 3 + (cells % 9) // 3])
+            c = c + self.unit_embed(units).sum(0)
+        return c
+
+    def initial_state(self, input_ids, injection, noise=None, generator=None):
+        if noise is None:
+            noise = torch.randn(injection.shape, generator=generator, device=injection.device, dtype=injection.dtype)
+        given = (input_ids > 0).unsqueeze(-1).to(injection.dtype)
+        return self.normalize(given * injection + (1 - given) * noise)
+
+    def read(self, x):
+        n, cells, dim = x.shape
+        features = self.readout(x).reshape(n, cells, dim, self.config.oscillator_dim).norm(dim=-1) + self.readout_bias
+        features = features + self.ff2(F.relu(self.ff1(F.relu(features))))
+        features = self.ff3(F.relu(features))
+        return self.head(F.relu(features))
+
+    def forward(self, input_ids, labels=None, loops: int | None = None, return_energies: bool = False,
+                return_states: bool = False, noise=None, generator=None, **kwargs) -> AKOrNSudokuOutput:
+        loops = self.config.loops if loops is None else int(loops)
+        injection = self.injection(input_ids)
+        x = self.initial_state(input_ids, injection, noise, generator)
+        energies, states = [], [x] if return_states else None
+        for _ in range(loops):
+            y = self.drive(x, injection)
+            if return_energies:
+                energies.append(-(x * y).sum(dim=(-1, -2)))
+            x = self._update(x, y)
+            if return_states:
+                states.append(x)
+        logits = self.read(x)
+        loss = None
+        if labels is not None:
+            loss = F.cross_entropy(logits.reshape(-1, 9), (labels.reshape(-1) - 1).long())
+        return AKOrNSudokuOutput(loss=loss, logits=logits,
+                                 energies=torch.stack(energies, dim=1) if return_energies else None,
+                                 states=torch.stack(states) if return_states else None)
+
+    @torch.no_grad()
+    def solve(self, puzzles, loops: int = 16, votes: int = 1, batch_size: int = 200, seed: int = 0) -> torch.Tensor:
+        """Complete puzzles (strings or ``[N, 81]`` ints) -> ``[N, 81]``; with ``votes=K`` each puzzle is run from K
+        noise draws and the draw with the lowest summed pseudo-energy is kept (AKOrN's energy voting)."""
+        if votes < 1:
+            raise ValueError(f"votes must be >= 1, got {votes}.")
+        input_ids = _as_puzzle_tensor(puzzles).to(self.device)
+        generator = torch.Generator(device=self.device).manual_seed(seed)
+        out = []
+        per_chunk = max(1, batch_size // votes)
+        for start in range(0, input_ids.shape[0], per_chunk):
+            chunk = input_ids[start : start + per_chunk]
+            repeated = chunk.repeat_interleave(votes, dim=0)
+            result = self(repeated, loops=loops, return_energies=votes > 1, generator=generator)
+            digits = result.logits.argmax(-1) + 1
+            if votes > 1:
+                scores = result.energies.sum(1).reshape(chunk.shape[0], votes)
+                best = scores.argmin(1)
+                digits = digits.reshape(chunk.shape[0], votes, 81)[torch.arange(chunk.shape[0]), best]
+            out.append(torch.where(chunk > 0, chunk, digits))
+        return torch.cat(out)
+
+    def loop_map(self, input_ids, seed: int = 0):
+        """The exact recurrence (projection and renormalization included) on these puzzles as a
+        `jacobiscope.LoopedMap`; the blanks' initial noise is drawn from ``seed``."""
+        # importlib, not an import statement: transformers scans remote code for imports and would otherwise
+        # demand jacobiscope from Hub users who never call loop_map.
+        LoopedMap = importlib.import_module("jacobiscope").LoopedMap
+
+        input_ids = _as_puzzle_tensor(input_ids).to(self.device)
+        step = _AKOrNLoop(self, input_ids)
+        with torch.no_grad():
+            injection = self.injection(input_ids)
+            generator = torch.Generator(device=self.device).manual_seed(seed)
+            x0 = self.initial_state(input_ids, injection, generator=generator)
+        looped = LoopedMap(step, batch_dims=1, state_shape=(81, self.config.hidden_size), drive=step.drive, x0=x0,
+                           name=f"akorn-sudoku loop (N={self.config.oscillator_dim})")
+        looped.meta.update({"model": "AKOrNForSudoku", "mode": "loop"})
+        return looped
+
+
+class _AKOrNLoop(nn.Module):
+    def __init__(self, model: AKOrNForSudoku, input_ids: torch.Tensor):
+        super().__init__()
+        self.model = model
+        self.register_buffer("input_ids", input_ids, persistent=False)
+        self.training = False
+
+    def drive(self, x):
+        return self.model.drive(x, self.model.injection(self.input_ids))
+
+    def forward(self, x):
+        return self.model.step(x, self.model.injection(self.input_ids))
+
+
+# Copied from jacobiscope.models.itrsa.modeling_itrsa._check_puzzles (single-model-file policy)
+def _check_puzzles(input_ids: torch.Tensor) -> None:
+    if not isinstance(input_ids, torch.Tensor) or input_ids.dim() != 2 or input_ids.shape[-1] != 81:
+        shape = tuple(input_ids.shape) if isinstance(input_ids, torch.Tensor) else type(input_ids).__name__
+        raise ValueError(f"input_ids must be an [N, 81] integer tensor (0 = blank, 1-9 = given), got {shape}.")
+    if input_ids.dtype.is_floating_point:
+        raise ValueError(f"input_ids must be integers (0-9), got {input_ids.dtype}.")
+    if input_ids.numel() and (int(input_ids.min()) < 0 or int(input_ids.max()) > 9):
+        raise ValueError(f"input_ids must hold digits 0-9, got values in [{int(input_ids.min())}, {int(input_ids.max())}].")
+
+
+# Copied from jacobiscope.models.itrsa.modeling_itrsa._as_puzzle_tensor
+def _as_puzzle_tensor(puzzles) -> torch.Tensor:
+    if isinstance(puzzles, torch.Tensor):
+        _check_puzzles(puzzles)
+        _check_contradictions(puzzles.long())
+        return puzzles.long()
+    if isinstance(puzzles, str):
+        puzzles = [puzzles]
+    rows = []
+    for index, text in enumerate(puzzles):
+        text = text.strip().replace(".", "0")
+        if len(text) != 81 or not text.isdigit():
+            raise ValueError(
+                f"Puzzle {index} must be 81 characters of digits 0-9 ('0' or '.' for blanks); got {len(text)} characters "
+                f"starting {text[:12]!r}."
+            )
+        rows.append([int(c) for c in text])
+    tensor = torch.tensor(rows, dtype=torch.long)
+    _check_contradictions(tensor)
+    return tensor
+
+
+def _check_contradictions(input_ids: torch.Tensor) -> None:
+    """Refuse puzzles whose givens repeat a digit in a row, column or box (no solution can exist)."""
+    one_hot = torch.nn.functional.one_hot(input_ids, 10)[..., 1:].reshape(-1, 9, 9, 9)  # [N, row, col, digit]
+    units = {
+        "row": one_hot.sum(2),
+        "column": one_hot.sum(1),
+        "box": one_hot.reshape(-1, 3, 3, 3, 3, 9).sum(dim=(2, 4)).reshape(-1, 9, 9),
+    }
+    for unit, counts in units.items():
+        bad = (counts > 1).nonzero()
+        if bad.numel():
+            puzzle, index, digit = (int(v) for v in bad[0])
+            raise ValueError(f"Puzzle {puzzle} is contradictory: digit {digit + 1} appears twice in {unit} {index + 1}.")
