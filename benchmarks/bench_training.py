@@ -53,17 +53,8 @@ class StepTimer(TrainerCallback):
             self.times.append(time.perf_counter() - self._started)
 
 
-def puzzles(n: int, seed: int = 0) -> list[dict]:
-    """Valid puzzles without a solver: one solved grid, digits relabelled and cells blanked at random."""
-    _, solution = sudoku.generate(givens=30, seed=seed)
-    grid = sudoku.to_tensor([solution])[0]
-    generator = torch.Generator().manual_seed(seed)
-    rows = []
-    for _ in range(n):
-        relabelled = (torch.randperm(9, generator=generator) + 1)[grid - 1]
-        blank = torch.rand(81, generator=generator) < 0.5
-        rows.append({"input_ids": torch.where(blank, torch.zeros_like(relabelled), relabelled), "labels": relabelled})
-    return rows
+def puzzles(n, seed=0):
+    return sudoku.relabelled_rows(n, seed)
 
 
 def run(name, options, model_config, data, batch, steps, warmup, folder) -> list[float]:

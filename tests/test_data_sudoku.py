@@ -488,3 +488,17 @@ def test_augmented_dataset_gives_fresh_valid_views(small_rows):
     assert batch["input_ids"].shape == (2, 81) and bool(sudoku.is_valid_solution(batch["labels"]).all())
     with pytest.raises(SudokuError, match="input_ids and labels"):
         sudoku.augmented_dataset(ds.remove_columns(["labels"]))
+
+
+def test_relabelled_rows_are_valid_puzzles_with_their_solutions():
+    from jacobiscope.data import sudoku as sudoku_data
+
+    rows = sudoku_data.relabelled_rows(6, seed=3)
+    grids = {tuple(row["labels"].tolist()) for row in rows}
+    assert len(grids) > 1  # the relabelling differs between rows
+    for row in rows:
+        solution = "".join(str(v) for v in row["labels"].tolist())
+        assert sudoku_data.is_valid_solution(solution)
+        given = row["input_ids"] > 0
+        assert torch.equal(row["input_ids"][given], row["labels"][given])
+        assert 0 < int(given.sum()) < 81

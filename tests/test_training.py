@@ -47,16 +47,7 @@ def itrsa(dtype=torch.float64, **overrides):
 
 
 def sudoku_rows(n, seed=0):
-    """Valid puzzles without a solver: one solved grid, digits relabelled and cells blanked at random."""
-    _, solution = sudoku.generate(givens=30, seed=seed)
-    grid = sudoku.to_tensor([solution])[0]
-    generator = torch.Generator().manual_seed(seed)
-    rows = []
-    for _ in range(n):
-        relabelled = (torch.randperm(9, generator=generator) + 1)[grid - 1]
-        blank = torch.rand(81, generator=generator) < 0.5
-        rows.append({"input_ids": torch.where(blank, torch.zeros_like(relabelled), relabelled), "labels": relabelled})
-    return rows
+    return sudoku.relabelled_rows(n, seed)
 
 
 def tiny_gpt2(dtype=torch.float64):

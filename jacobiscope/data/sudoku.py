@@ -46,6 +46,7 @@ __all__ = [
     "count_solutions",
     "generate",
     "generate_many",
+    "relabelled_rows",
     "validate_puzzle",
     "is_valid_solution",
     "board_correct",
@@ -489,6 +490,32 @@ def generate(givens: int = 30, seed=None, unique: bool = True, *, max_attempts: 
         f"no unique puzzle with {givens} givens found in {max_attempts} attempts: random digging rarely "
         "gets below about 22 givens. Ask for more givens or raise max_attempts."
     )
+
+
+def relabelled_rows(n: int, seed: int = 0, blank_fraction: float = 0.5) -> list[dict]:
+    """Quick valid training rows without running the solver per puzzle: one generated grid, its digits relabelled
+    at random and cells blanked at random (for smoke runs, tests and timing; not a benchmark).
+
+    Example::
+
+        >>> from jacobiscope.data import sudoku
+        >>> rows = sudoku.relabelled_rows(2)
+        >>> sorted(rows[0]), tuple(rows[0]["labels"].shape)
+        (['input_ids', 'labels'], (81,))
+
+    Returns:
+        ``n`` dicts with ``input_ids`` (``[81]``, 0 = blank) and ``labels`` (``[81]``, the solution), as
+        `transformers.Trainer` takes them.
+    """
+    _, solution = generate(givens=30, seed=seed)
+    grid = to_tensor([solution])[0]
+    generator = torch.Generator().manual_seed(seed)
+    rows = []
+    for _ in range(n):
+        relabelled = (torch.randperm(9, generator=generator) + 1)[grid - 1]
+        blank = torch.rand(81, generator=generator) < blank_fraction
+        rows.append({"input_ids": torch.where(blank, torch.zeros_like(relabelled), relabelled), "labels": relabelled})
+    return rows
 
 
 def generate_many(n: int, givens=30, seed=None, unique: bool = True) -> tuple[list[str], list[str]]:
