@@ -5,8 +5,8 @@
     python examples/train_itrsa_spectral.py --energy_reg e_multi --energy_reg_weight 1e-2    # see it cost accuracy
     python examples/train_itrsa_spectral.py --help                            # every Trainer / regularizer flag
 
-Data: the SATNet puzzles when found (``$JACOBISCOPE_SUDOKU_DATA`` or ``../shared/data/sudoku``), else puzzles
-generated on the fly. At each evaluation the `LyapunovCallback` logs the largest Lyapunov exponent and the
+Data: SATNet training rows (the copy bundled with jacobiscope, or ``$JACOBISCOPE_SUDOKU_DATA``); the held-out
+puzzles are the last training rows, so the reported test set is never used for tuning. At each evaluation the `LyapunovCallback` logs the largest Lyapunov exponent and the
 Jacobian's spectral norm of the loop on a fixed probe batch, and the `PseudoEnergyCallback` the pseudo-energy along
 the loop; the train logs carry the penalties and spectral norms. The end prints board accuracy at 1x and 2x the
 training loops.
@@ -39,7 +39,6 @@ class ModelArguments:
     attention: str = field(default="standard", metadata={"help": "standard | e_single | e_multi."})
     train_size: int = field(default=1024, metadata={"help": "Training puzzles."})
     eval_size: int = field(default=128, metadata={"help": "Held-out puzzles (evaluation loss and accuracy)."})
-    givens: int = field(default=36, metadata={"help": "Givens of generated puzzles (when SATNet is not found)."})
     probe_size: int = field(default=8, metadata={"help": "Puzzles of the fixed probe batch of the callbacks."})
     lyapunov_steps: int = field(default=32, metadata={"help": "Loops the Lyapunov exponent is averaged over."})
 
@@ -69,19 +68,13 @@ class ExampleTrainingArguments(SpectralRegTrainingArguments):
 
 
 def load_puzzles(model_args: ModelArguments, seed: int):
-    """(train, eval) Datasets: SATNet when it is available, else generated puzzles with unique solutions."""
-    try:
-        train, test = sudoku.satnet_splits(limit=max(model_args.train_size, model_args.eval_size))
-        train = train.select(range(min(model_args.train_size, len(train))))
-        test = test.select(range(min(model_args.eval_size, len(test))))
-        print(f"[data] SATNet: {len(train)} training and {len(test)} held-out puzzles")
-    except sudoku.SudokuDataNotFoundError:
-        total = model_args.train_size + model_args.eval_size
-        puzzles, solutions = sudoku.generate_many(total, givens=model_args.givens, seed=seed)
-        dataset = sudoku.to_dataset(puzzles, solutions)
-        train = dataset.select(range(model_args.train_size))
-        test = dataset.select(range(model_args.train_size, total))
-        print(f"[data] SATNet not found: {total} generated puzzles with {model_args.givens} givens")
+    """(train, held-out) Datasets, both from SATNet's training rows 0-8999 (the test rows stay untouched)."""
+    rows, _ = sudoku.satnet_splits()
+    if model_args.train_size + model_args.eval_size > len(rows):
+        raise SystemExit(f"train_size + eval_size must be at most {len(rows)} (SATNet's training rows).")
+    train = rows.select(range(model_args.train_size))
+    test = rows.select(range(len(rows) - model_args.eval_size, len(rows)))
+    print(f"[data] SATNet training rows: {len(train)} for training, {len(test)} held out")
     columns = ["input_ids", "labels"]
     return train.with_format("torch", columns=columns), test.with_format("torch", columns=columns), test
 

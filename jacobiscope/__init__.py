@@ -8,104 +8,49 @@ Example::
     >>> lyap = jacobiscope.lyapunov_spectrum(m, m.x0, steps=20, k=2)
     >>> lyap.exponents.shape
     torch.Size([2])
+
+Names are imported on first use (PEP 562), so ``import jacobiscope`` and ``jacobiscope --help`` do not pay for
+torch and transformers. ``import jacobiscope.models`` registers the reference looped models with ``AutoModel``.
 """
-from . import adapters, dynamics, hub, linalg, models, systems, theory, training
-from .hub import load_pretrained
-from .training import (
-    LyapunovCallback,
-    PseudoEnergyCallback,
-    SpectralRegMixin,
-    SpectralRegTrainer,
-    SpectralRegTrainingArguments,
-    SpectralRegularizer,
-    energy_penalty,
-    jacobian_spectral_penalty,
-    spectral_penalty,
-)
-from .adapters import AdapterError, check_adapter, looped_block, register_adapter
-from .analyze import analyze, describe
-from .report import LayerResult, Report
-from .dynamics import (
-    LyapunovResult,
-    OscillationMeasures,
-    classify_dynamics,
-    kaplan_yorke_dimension,
-    token_order_parameters,
-    lyapunov_spectrum,
-    oscillation_measures,
-    pseudo_energy,
-)
-from .errors import (
-    ArgumentError,
-    ConvergenceWarning,
-    JacobiscopeError,
-    MemoryBudgetError,
-    NonFiniteStateError,
-    NonFiniteWarning,
-    StateError,
-    StepOutputError,
-)
-from .linalg import (
-    EigenResult,
-    JacobianOperator,
-    SpectralNormResult,
-    jacobian,
-    jacobian_eigenvalues,
-    spectral_norm,
-)
-from .maps import LoopedMap, as_looped_map
+from __future__ import annotations
+
+import importlib
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "LyapunovCallback",
-    "PseudoEnergyCallback",
-    "SpectralRegMixin",
-    "SpectralRegTrainer",
-    "SpectralRegTrainingArguments",
-    "SpectralRegularizer",
-    "energy_penalty",
-    "jacobian_spectral_penalty",
-    "spectral_penalty",
-    "theory",
-    "training",
-    "hub",
-    "load_pretrained",
-    "models",
-    "LayerResult",
-    "Report",
-    "analyze",
-    "describe",
-    "classify_dynamics",
-    "token_order_parameters",
-    "AdapterError",
-    "adapters",
-    "check_adapter",
-    "looped_block",
-    "register_adapter",
-    "ArgumentError",
-    "ConvergenceWarning",
-    "EigenResult",
-    "JacobianOperator",
-    "JacobiscopeError",
-    "LoopedMap",
-    "LyapunovResult",
-    "MemoryBudgetError",
-    "NonFiniteStateError",
-    "NonFiniteWarning",
-    "OscillationMeasures",
-    "SpectralNormResult",
-    "StateError",
-    "StepOutputError",
-    "as_looped_map",
-    "dynamics",
-    "jacobian",
-    "jacobian_eigenvalues",
-    "kaplan_yorke_dimension",
-    "linalg",
-    "lyapunov_spectrum",
-    "oscillation_measures",
-    "pseudo_energy",
-    "spectral_norm",
-    "systems",
-]
+_SUBMODULES = ("adapters", "data", "dynamics", "hub", "linalg", "models", "recipes", "systems", "theory", "training")
+
+# Public name -> the submodule that defines it.
+_EXPORTS = {
+    "hub": ("load_pretrained",),
+    "training": ("LyapunovCallback", "PseudoEnergyCallback", "SpectralRegMixin", "SpectralRegTrainer",
+                 "SpectralRegTrainingArguments", "SpectralRegularizer", "energy_penalty", "jacobian_spectral_penalty",
+                 "spectral_penalty"),
+    "adapters": ("AdapterError", "check_adapter", "looped_block", "register_adapter"),
+    "_analyze": ("analyze", "describe"),
+    "report": ("LayerResult", "Report"),
+    "dynamics": ("LyapunovResult", "OscillationMeasures", "classify_dynamics", "kaplan_yorke_dimension",
+                 "token_order_parameters", "lyapunov_spectrum", "oscillation_measures", "pseudo_energy"),
+    "errors": ("ArgumentError", "ConvergenceWarning", "JacobiscopeError", "MemoryBudgetError", "NonFiniteStateError",
+               "NonFiniteWarning", "StateError", "StepOutputError"),
+    "linalg": ("EigenResult", "JacobianOperator", "SpectralNormResult", "jacobian", "jacobian_eigenvalues",
+               "spectral_norm"),
+    "maps": ("LoopedMap", "as_looped_map"),
+}
+_ORIGIN = {name: module for module, names in _EXPORTS.items() for name in names}
+
+__all__ = sorted(set(_ORIGIN) | {"adapters", "dynamics", "hub", "linalg", "models", "systems", "theory", "training"})
+
+
+def __getattr__(name: str):
+    if name in _SUBMODULES:
+        return importlib.import_module(f".{name}", __name__)
+    if name in _ORIGIN:
+        value = getattr(importlib.import_module(f".{_ORIGIN[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'jacobiscope' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -18,3 +18,40 @@ def shipped_folder(name: str) -> Path:
         f"jacobiscope's '{name}' folder is missing: looked in {', '.join(map(str, candidates))}. "
         "Reinstall jacobiscope (pip install --force-reinstall jacobiscope)."
     )
+
+
+def public_name(name_or_path) -> str:
+    """How a model is named in reports, provenance and listings: never an absolute local path.
+
+    Example::
+
+        >>> from jacobiscope._resources import public_name, shipped_folder
+        >>> public_name(shipped_folder("hub_configs") / "itrsa-sudoku"), public_name("openai-community/gpt2")
+        ('itrsa-sudoku', 'openai-community/gpt2')
+
+    A shipped checkpoint is its short name; a Hugging Face cache snapshot its repo id; a folder under the
+    working directory a relative path; a folder inside an installed package the path from ``site-packages``;
+    any other local folder its own name. Text that is not an existing local path (a Hub id) is returned as is.
+    """
+    text = str(name_or_path)
+    path = Path(text).expanduser()
+    if not text or not path.exists():
+        return text
+    path = path.resolve()
+    parts = path.parts
+    for index, part in enumerate(parts):
+        # ~/.cache/huggingface/hub/models--owner--name/snapshots/<revision>
+        if part.startswith("models--") and index + 1 < len(parts) and parts[index + 1] == "snapshots":
+            return part[len("models--"):].replace("--", "/")
+    try:
+        relative = path.relative_to(shipped_folder("hub_configs")).as_posix()
+        return relative if relative != "." else path.name
+    except (ValueError, FileNotFoundError):
+        pass
+    if "site-packages" in parts:
+        return "/".join(parts[len(parts) - parts[::-1].index("site-packages"):])
+    try:
+        relative = path.relative_to(Path.cwd().resolve()).as_posix()
+        return relative if relative != "." else path.name
+    except ValueError:
+        return path.name

@@ -65,7 +65,7 @@ _FLOAT_DICT_KEYS = {
 }
 _SPECTRAL_NORM_FLOAT_KEYS = ("value", "tolerance")
 # Fields beyond the original contract: they have defaults, and files without them still read.
-_OPTIONAL_FIELDS = ("dtype",)
+_OPTIONAL_FIELDS = ("dtype", "outcome")
 
 DATAFRAME_COLUMNS = (
     "input_index",
@@ -91,6 +91,7 @@ DATAFRAME_COLUMNS = (
     "final_cluster_count",
     "final_energy",
     "regime",
+    "solved",
     "flags",
     "n_flags",
     "seconds",
@@ -142,6 +143,8 @@ class LayerResult:
         flags: problems met on this row, e.g. ``"NaN/Inf at loop 17"``; empty when fine.
         seconds: wall-clock time spent on this row.
         dtype: the compute dtype of this row, e.g. ``"float32"`` (optional; None when not recorded).
+        outcome: what the model made of this input at ``loops`` loops, when it says (a looped model's
+            ``loop_outcome``): e.g. ``{"solved": True, "givens": 36}`` for a Sudoku solver; None otherwise.
 
     Values must be plain Python (or anything with ``tolist()``: tensors and NumPy values are converted by
     `to_dict`). Equality treats NaN as equal to NaN, so a flagged row equals its own JSON round trip.
@@ -168,6 +171,7 @@ class LayerResult:
     flags: list
     seconds: float
     dtype: str | None = None
+    outcome: dict | None = None
 
     __hash__ = None  # mutable, compared by value
 
@@ -296,6 +300,7 @@ class LayerResult:
             "final_cluster_count": _last(clusters.get("cluster_count")),
             "final_energy": _last(self.energy),
             "regime": self.regime,
+            "solved": self.outcome.get("solved") if isinstance(self.outcome, dict) else None,
             "flags": "; ".join(str(flag) for flag in self.flags),
             "n_flags": len(self.flags),
             "seconds": self.seconds,
@@ -373,6 +378,8 @@ class LayerResult:
             problems.append(f"clusters is a {type(self.clusters).__name__}, expected a dict or None")
         if not isinstance(self.evidence, dict):
             problems.append(f"evidence is a {type(self.evidence).__name__}, expected a dict")
+        if self.outcome is not None and not isinstance(self.outcome, dict):
+            problems.append(f"outcome is a {type(self.outcome).__name__}, expected a dict or None")
         if not isinstance(self.flags, list) or not all(isinstance(flag, str) for flag in self.flags):
             problems.append("flags must be a list of str")
         try:
@@ -480,6 +487,9 @@ class Report:
         """
         headers, body = self._summary_cells(max_label=max_label)
         lines = [_text_table(headers, body)] if body else ["(no rows)"]
+        outcome = self.outcome_summary()
+        if outcome:
+            lines.append(outcome)
         if self.notes:
             lines.append("Notes:")
             lines.extend(f"  - {note}" for note in self.notes)
@@ -487,9 +497,38 @@ class Report:
         lines.append(f"Provenance: {provenance or '-'}")
         return "\n".join(lines)
 
+    def outcome_summary(self) -> str:
+        """One sentence on what the model made of its inputs, when its rows carry an ``outcome`` ("" otherwise).
+
+        Example::
+
+            >>> from jacobiscope.report import LayerResult, Report
+            >>> rows = [LayerResult(i, f"p{i}", 0, "loop", 1.0, 8, [81, 4], [1.0] * 9, [0.1] * 8, [], None, None,
+            ...                     None, None, None, None, "converging", {}, [], 0.0, outcome={"solved": i == 0})
+            ...         for i in range(2)]
+            >>> Report(rows, {}, []).outcome_summary()
+            'Outcome at 8 loops: 1 of 2 inputs solved (p0); not solved: p1.'
+        """
+        judged = [row for row in self.rows if isinstance(row.outcome, dict) and "solved" in row.outcome]
+        if not judged:
+            return ""
+        solved = [row for row in judged if row.outcome["solved"]]
+        unsolved = [row for row in judged if not row.outcome["solved"]]
+        loops = sorted({row.loops for row in judged})
+        at = f"{loops[0]} loops" if len(loops) == 1 else "loops " + ", ".join(map(str, loops))
+        text = f"Outcome at {at}: {len(solved)} of {_plural(len(judged), 'input')} solved"
+        if solved:
+            text += " (" + ", ".join(str(row.input_label) for row in solved) + ")"
+        if unsolved:
+            text += "; not solved: " + ", ".join(str(row.input_label) for row in unsolved)
+        return text + "."
+
     def _summary_cells(self, *, max_label: int | None) -> tuple[list[str], list[list[str]]]:
         headers = ["layer", "mode", "input", "state norm", "max ||J||2", "rho(J)", "complex", "lambda_max +/- se",
                    "eff. clusters", "regime", "flags"]
+        with_outcome = any(row.outcome is not None for row in self.rows)
+        if with_outcome:
+            headers.insert(-1, "outcome")
         body = []
         for row in self.rows:
             s = row.scalars()
@@ -520,6 +559,8 @@ class Report:
                 str(row.regime),
                 "; ".join(_single_line(str(flag)) for flag in row.flags) or "-",
             ])
+            if with_outcome:
+                body[-1].insert(-1, _outcome_cell(row.outcome))
         return headers, body
 
     def __str__(self) -> str:
@@ -857,10 +898,21 @@ class Report:
             )
             parts.append(f"<tr{css}>{tds}</tr>")
         parts.append("</tbody></table>")
+        outcome = self.outcome_summary()
+        if outcome:
+            parts.append(f'<p class="outcome">{_esc(outcome)}</p>')
         return "\n".join(parts)
 
 
 # --------------------------------------------------------------------------------------------------- plotting
+
+
+def _outcome_cell(outcome) -> str:
+    if not isinstance(outcome, dict):
+        return "-"
+    if "solved" in outcome:
+        return "solved" if outcome["solved"] else "not solved"
+    return ", ".join(f"{key}={_display(value)}" for key, value in outcome.items()) or "-"
 
 
 def _matplotlib():

@@ -15,7 +15,8 @@ from jacobiscope.data.sudoku import (
     UnsolvableSudokuError,
 )
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "sudoku"
+# The copy bundled with the package: a fresh clone or a wheel has it, so nothing here skips for want of files.
+DATA = sudoku.BUNDLED_DIR
 SATNET = DATA / "satnet.csv.xz"
 RRN = DATA / "rrn-test.csv.xz"
 
@@ -29,8 +30,6 @@ LEADING_ZERO_SOLUTION = "1352746988463592712798164534176389255281973466934258177
 
 def read_rows(path, n):
     """The first ``n`` rows of a data file, read independently of the module under test."""
-    if not path.is_file():
-        pytest.skip(f"benchmark file {path} is not available")
     with lzma.open(path, "rt") as handle:
         return [tuple(line.strip().split(",")) for _, line in zip(range(n), handle)]
 
@@ -371,8 +370,6 @@ def test_to_dataset(small_rows):
 # ----------------------------------------------------------------------------------- benchmark protocol
 @pytest.fixture(scope="module")
 def satnet_splits():
-    if not SATNET.is_file():
-        pytest.skip(f"benchmark file {SATNET} is not available")
     return sudoku.satnet_splits()
 
 
@@ -389,8 +386,6 @@ def test_satnet_splits_from_the_real_file(satnet_splits):
 
 
 def test_rrn_test_from_the_real_file():
-    if not RRN.is_file():
-        pytest.skip(f"benchmark file {RRN} is not available")
     ood = sudoku.rrn_test()
     assert len(ood) == 18000
     givens = [81 - p.count("0") for p in ood["puzzle"]]
@@ -419,9 +414,22 @@ def test_data_path_override_by_env_var_and_argument(tmp_path, monkeypatch, small
 
 def test_missing_default_data_folder(monkeypatch, tmp_path):
     monkeypatch.delenv(sudoku.ENV_VAR, raising=False)
-    monkeypatch.setattr(sudoku, "_default_dirs", lambda: [tmp_path / "absent"])
-    with pytest.raises(SudokuDataNotFoundError, match="no Sudoku data folder found.*JACOBISCOPE_SUDOKU_DATA"):
+    monkeypatch.setattr(sudoku, "BUNDLED_DIR", tmp_path / "absent")
+    with pytest.raises(SudokuDataNotFoundError, match="bundled with jacobiscope are missing.*JACOBISCOPE_SUDOKU_DATA"):
         sudoku.satnet_splits()
+
+
+def test_bundled_files_are_the_documented_ones(monkeypatch):
+    """The loaders default to the package's copy, and its bytes are the ones PROVENANCE.md names."""
+    import hashlib
+    import re
+
+    monkeypatch.delenv(sudoku.ENV_VAR, raising=False)
+    assert sudoku.data_dir() == sudoku.BUNDLED_DIR
+    provenance = (DATA / "PROVENANCE.md").read_text()
+    for path in (SATNET, RRN):
+        documented = re.search(rf"`{re.escape(path.name)}`.*`([0-9a-f]{{64}})`", provenance).group(1)
+        assert hashlib.sha256(path.read_bytes()).hexdigest() == documented
 
 
 # -------------------------------------------------------------------------------------------- augmentation

@@ -62,7 +62,7 @@ def test_load_pretrained_from_a_folder_and_bad_files(tmp_path):
     (folder / "model.safetensors").unlink()
     with pytest.raises(HubError, match="no model.safetensors"):
         load_pretrained(folder)
-    with pytest.raises(HubError, match="Unknown checkpoint 'no-such-model'"):
+    with pytest.raises(HubError, match="unknown checkpoint 'no-such-model'"):
         load_pretrained("no-such-model")
 
 

@@ -33,3 +33,6 @@ def test_wheel_contains_adapters_and_hub_configs(tmp_path):
                     for p in (ROOT / folder).rglob("*") if p.is_file() and "__pycache__" not in p.parts}
         assert expected and expected <= names, sorted(expected - names)
     assert "jacobiscope/dynamics/lyapunov.py" in names
+    # The Sudoku benchmark files: a wheel user has no checkout beside it.
+    for name in ("satnet.csv.xz", "rrn-test.csv.xz", "PROVENANCE.md"):
+        assert f"jacobiscope/data/benchmarks/{name}" in names

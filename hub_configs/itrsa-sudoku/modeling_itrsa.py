@@ -239,6 +239,16 @@ class ItrSAForSudoku(PreTrainedModel):
         looped.meta.update({"model": "ItrSAForSudoku", "mode": "loop", "eta": self.config.eta})
         return looped
 
+    def loop_outcome(self, input_ids, loops: int) -> list[dict]:
+        """What the model makes of each puzzle after ``loops`` loops, for `jacobiscope.analyze`: one dict per
+        puzzle, ``{"solved": bool, "givens": int}``. Solved means the completed grid is a valid Sudoku that keeps
+        the givens (any valid completion counts, so no reference solution is needed)."""
+        puzzles = _as_puzzle_tensor(input_ids).to(self.device)
+        grids = self.solve(puzzles, loops=loops)
+        solved = _is_solution(grids)
+        givens = (puzzles > 0).sum(-1)
+        return [{"solved": bool(ok), "givens": int(count)} for ok, count in zip(solved.tolist(), givens.tolist())]
+
 
 class _ItrSALoop(nn.Module):
     """One loop of a model on fixed puzzles, with the model's parameters reachable by functional_call."""
@@ -300,3 +310,11 @@ def _check_contradictions(input_ids: torch.Tensor) -> None:
         if bad.numel():
             puzzle, index, digit = (int(v) for v in bad[0])
             raise ValueError(f"Puzzle {puzzle} is contradictory: digit {digit + 1} appears twice in {unit} {index + 1}.")
+
+
+def _is_solution(grids: torch.Tensor) -> torch.Tensor:
+    """``[N]`` bools: every row, column and box of each ``[81]`` grid holds each digit 1-9 exactly once."""
+    one_hot = torch.nn.functional.one_hot(grids.long().clamp(0, 9), 10)[..., 1:].reshape(-1, 9, 9, 9)
+    rows, columns = one_hot.sum(2), one_hot.sum(1)
+    boxes = one_hot.reshape(-1, 3, 3, 3, 3, 9).sum(dim=(2, 4)).reshape(-1, 9, 9)
+    return torch.stack([rows, columns, boxes], 1).eq(1).flatten(1).all(1)

@@ -42,6 +42,7 @@ __all__ = [
     "SudokuFileError",
     "SudokuDataNotFoundError",
     "ENV_VAR",
+    "BUNDLED_DIR",
     "solve",
     "count_solutions",
     "generate",
@@ -921,7 +922,7 @@ def _open_text(path: Path):
 def _existing(path, what: str) -> Path:
     path = Path(os.fspath(path)).expanduser()
     if not path.exists():
-        raise SudokuDataNotFoundError(f"{what} {str(path)!r} does not exist. Check the path.")
+        raise SudokuDataNotFoundError(f"{what} {str(path)!r} does not exist — check the path.")
     return path
 
 
@@ -1132,11 +1133,8 @@ def load_rrn_csv(folder_or_file, split: str = "test", *, limit: int | None = Non
 
 
 # ----------------------------------------------------------------------------------- benchmark protocol
-def _default_dirs() -> list[Path]:
-    repo_root = Path(__file__).resolve().parents[2]
-    # The checkout's sibling shared/ folder; the working directory's parent covers an installed package run
-    # from the repo root.
-    return [repo_root.parent / "shared" / "data" / "sudoku", Path.cwd().parent / "shared" / "data" / "sudoku"]
+#: The copy of the benchmark files shipped inside the package (see its PROVENANCE.md).
+BUNDLED_DIR = Path(__file__).resolve().parent / "benchmarks"
 
 
 def data_dir(path=None) -> Path:
@@ -1144,18 +1142,17 @@ def data_dir(path=None) -> Path:
 
     Example::
 
-        >>> import tempfile
         >>> from jacobiscope.data import sudoku
-        >>> with tempfile.TemporaryDirectory() as folder:
-        ...     sudoku.data_dir(folder).is_dir()
-        True
+        >>> sudoku.data_dir().name, (sudoku.data_dir() / "satnet.csv.xz").is_file()   # the bundled copy
+        ('benchmarks', True)
 
     Arguments:
         path: an explicit folder or file; wins over everything else.
 
     Returns:
-        ``path`` if given, else ``$JACOBISCOPE_SUDOKU_DATA`` if set, else ``../shared/data/sudoku`` relative
-        to the repository root. Raises `SudokuDataNotFoundError` listing what was tried when it is missing.
+        ``path`` if given, else ``$JACOBISCOPE_SUDOKU_DATA`` if set, else the copy bundled with the package
+        (`BUNDLED_DIR`: ``satnet.csv.xz``, ``rrn-test.csv.xz`` and their ``PROVENANCE.md``). Raises
+        `SudokuDataNotFoundError` naming what was tried when it is missing.
     """
     if path is not None:
         return _existing(path, "Sudoku data path")
@@ -1164,17 +1161,15 @@ def data_dir(path=None) -> Path:
         location = Path(env).expanduser()
         if not location.exists():
             raise SudokuDataNotFoundError(
-                f"${ENV_VAR} is {env!r}, which does not exist. Point it to the folder holding {SATNET_FILE} and "
-                f"{RRN_TEST_FILE}, or unset it to use ../shared/data/sudoku beside the repository."
+                f"${ENV_VAR} is {env!r}, which does not exist — point it to the folder holding {SATNET_FILE} and "
+                f"{RRN_TEST_FILE}, or unset it to use the copy bundled with jacobiscope."
             )
         return location
-    candidates = _default_dirs()
-    for candidate in candidates:
-        if candidate.is_dir():
-            return candidate
+    if BUNDLED_DIR.is_dir():
+        return BUNDLED_DIR
     raise SudokuDataNotFoundError(
-        f"no Sudoku data folder found: looked in {', '.join(str(c) for c in candidates)}. Pass path=..., or set "
-        f"${ENV_VAR} to the folder holding {SATNET_FILE} and {RRN_TEST_FILE}."
+        f"the Sudoku benchmark files bundled with jacobiscope are missing (jacobiscope/data/benchmarks) — reinstall "
+        f"jacobiscope, pass path=..., or set ${ENV_VAR} to a folder holding {SATNET_FILE} and {RRN_TEST_FILE}."
     )
 
 
@@ -1186,7 +1181,7 @@ def _benchmark_file(path, filename: str, fallback: str | None = None) -> Path:
         if name and (location / name).is_file():
             return location / name
     raise SudokuDataNotFoundError(
-        f"{location} has no {filename}{f' (nor {fallback})' if fallback else ''}. Pass the file itself, or a "
+        f"{location} has no {filename}{f' (nor {fallback})' if fallback else ''} — pass the file itself, or a "
         f"folder holding it (argument or ${ENV_VAR})."
     )
 
@@ -1207,8 +1202,8 @@ def satnet_splits(path=None, *, limit: int | None = None):
         (9000, 1000)
 
     Arguments:
-        path: ``satnet.csv.xz`` or its folder; default ``$JACOBISCOPE_SUDOKU_DATA``, else
-            ``../shared/data/sudoku`` beside the repository (see `data_dir`).
+        path: ``satnet.csv.xz`` or its folder; default ``$JACOBISCOPE_SUDOKU_DATA``, else the copy bundled
+            with the package (see `data_dir`).
         limit: keep only the first ``limit`` rows of each split (quick runs).
 
     Returns:

@@ -115,7 +115,7 @@ pipeline_tag: other
 {description}
 
 Load it offline with jacobiscope (`jacobiscope.load_pretrained("{name}")`), from this folder with
-`AutoModel.from_pretrained(path)` after `import jacobiscope`, or from the Hub with `trust_remote_code=True` (the folder
+`AutoModel.from_pretrained(path)` after `import jacobiscope.models`, or from the Hub with `trust_remote_code=True` (the folder
 carries its own modeling code).
 
 ## Architecture and recipe

@@ -209,10 +209,11 @@ def _latest_checkpoint(out_dir: Path) -> str | None:
     return str(complete[-1]) if complete else None
 
 
-def train_sudoku(recipe: SudokuRecipe, out_dir, *, resume: bool = True, data_path=None) -> dict:
+def train_sudoku(recipe: SudokuRecipe, out_dir, *, resume: bool = True, data_path=None, progress: bool = True) -> dict:
     """Train ``recipe`` into ``out_dir`` (checkpoints, ``best/``, ``final/``, ``recipe.json``, accuracy history).
 
-    Resumes from the newest complete checkpoint in ``out_dir`` unless ``resume=False``. Returns a summary dict.
+    Resumes from the newest complete checkpoint in ``out_dir`` unless ``resume=False``; ``progress=False`` hides the
+    Trainer's progress bar. Returns a summary dict.
     """
     from ..data import sudoku as data
 
@@ -261,7 +262,7 @@ def train_sudoku(recipe: SudokuRecipe, out_dir, *, resume: bool = True, data_pat
         report_to=[],
         remove_unused_columns=False,
         dataloader_num_workers=0,
-        disable_tqdm=False,
+        disable_tqdm=not progress,
     )
     callbacks = [c for c in (ema, accuracy) if c is not None]
     trainer = trainer_class(model=model, args=args, train_dataset=train_set, callbacks=callbacks)
@@ -280,22 +281,34 @@ def train_sudoku(recipe: SudokuRecipe, out_dir, *, resume: bool = True, data_pat
     return summary
 
 
-def evaluate_sudoku(model, puzzles, solutions, loops=(16, 32, 64, 128), votes: int = 1, batch_size: int = 500) -> dict:
-    """Board and cell accuracy per loop count: ``{loops: {"board_accuracy", "cell_accuracy", "seconds"}}``."""
+def evaluate_sudoku(model, puzzles, solutions, loops=(16, 32, 64, 128), votes: int = 1, batch_size: int = 500, *,
+                    progress: bool | None = False, desc: str = "sudoku eval") -> dict:
+    """Board and cell accuracy per loop count: ``{loops: {"board_accuracy", "cell_accuracy", "seconds"}}``.
+
+    ``progress`` shows a bar on stderr counting puzzles (``None``: once the run has taken 2 s; ``False``: never).
+    """
+    from .._progress import progress_bar
     from ..data.sudoku import board_accuracy, cell_accuracy
 
     model.eval()
     if "OMP_NUM_THREADS" not in os.environ:  # a run pinned to fewer threads (parallel jobs) keeps its pin
         torch.set_num_threads(os.cpu_count() or 1)
     results = {}
-    for count in loops:
-        started = time.perf_counter()
-        kwargs = {"votes": votes} if votes != 1 else {}
-        prediction = model.solve(puzzles, loops=int(count), batch_size=batch_size, **kwargs)
-        results[int(count)] = {
-            "board_accuracy": board_accuracy(prediction, puzzles, solutions),
-            "cell_accuracy": cell_accuracy(prediction, puzzles, solutions),
-            "seconds": time.perf_counter() - started,
-            "puzzles_per_second": len(puzzles) / max(time.perf_counter() - started, 1e-9),
-        }
+    kwargs = {"votes": votes} if votes != 1 else {}
+    with progress_bar(len(puzzles) * len(loops), desc, unit="puzzle", enabled=False if progress is False else None) as bar:
+        for count in loops:
+            started = time.perf_counter()
+            parts = []
+            for start in range(0, len(puzzles), batch_size):
+                chunk = puzzles[start : start + batch_size]
+                parts.append(model.solve(chunk, loops=int(count), batch_size=batch_size, **kwargs))
+                bar.update(len(chunk))
+            prediction = torch.cat(parts) if parts else puzzles.clone()
+            seconds = time.perf_counter() - started
+            results[int(count)] = {
+                "board_accuracy": board_accuracy(prediction, puzzles, solutions),
+                "cell_accuracy": cell_accuracy(prediction, puzzles, solutions),
+                "seconds": seconds,
+                "puzzles_per_second": len(puzzles) / max(seconds, 1e-9),
+            }
     return results

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import platform
-import sys
 import time
 import warnings
 from dataclasses import dataclass
@@ -22,6 +21,8 @@ from .dynamics.regime import classify_dynamics
 from .errors import ArgumentError, ConvergenceWarning, NonFiniteWarning
 from .linalg.eig import jacobian_eigenvalues
 from .linalg.svd import spectral_norm
+from ._progress import progress_bar
+from ._resources import public_name
 from .report import LayerResult, Report
 
 __all__ = ["analyze", "describe", "DIAGNOSTICS", "LayerPlan"]
@@ -97,18 +98,6 @@ def _versions() -> dict:
     return versions
 
 
-def _progress(total: int, enabled):
-    if enabled is None:
-        enabled = sys.stderr.isatty()
-    if not enabled:
-        return None
-    try:
-        from tqdm.auto import tqdm
-    except ImportError:  # pragma: no cover - tqdm comes with huggingface_hub
-        return None
-    return tqdm(total=total, desc="jacobiscope analyze", unit="layer")
-
-
 def analyze(
     model,
     inputs,
@@ -128,6 +117,7 @@ def analyze(
     seed: int = 0,
     max_length: int | None = 512,
     progress: bool | None = None,
+    input_labels: list[str] | None = None,
 ) -> Report:
     """Measure each requested layer of ``model`` as a looped map ``X_{t+1} = F(X_t)`` on ``inputs``.
 
@@ -158,7 +148,9 @@ def analyze(
         spectral_samples: loops at which the spectral norm is measured (evenly spaced, first and last included).
         seed: seed of every random start vector and tangent frame.
         max_length: tokenizer truncation for text inputs.
-        progress: a progress bar (default: when stderr is a terminal).
+        progress: a progress bar on stderr (a widget in Jupyter) counting rows (input x layer); ``None`` (default)
+            shows it once the run has taken 2 s, ``False`` never.
+        input_labels: one name per input for the report (default: a snippet of each input).
 
     Returns:
         A `Report`: one `LayerResult` per (input, layer) with state norms, step sizes, spectral norms,
@@ -188,8 +180,16 @@ def analyze(
             model_inputs = prepare_inputs(model, inputs, tokenizer, max_length=max_length)
             examples = model_inputs.examples()
             layer_list = _resolve_layers(model, layers)
+        if input_labels is not None:
+            if isinstance(input_labels, str) or len(input_labels) != len(examples):
+                got = 1 if isinstance(input_labels, str) else len(input_labels)
+                raise ArgumentError(f"input_labels has {got} names for {len(examples)} inputs — give one per input")
+            for example, name in zip(examples, input_labels):
+                example.labels[0] = str(name)
         shard, gather = _shard(examples)
-        bar = _progress(len(shard) * len(layer_list), progress)
+        bar = progress_bar(len(shard) * len(layer_list), "jacobiscope analyze", unit="row",
+                           enabled=False if progress is False else None)
+        outcome = getattr(model, "loop_outcome", None) if native else None
         for global_index, example in shard:
             if native:
                 looped = model.loop_map(example.kwargs["input_ids"])
@@ -202,10 +202,10 @@ def analyze(
                     looped = looped.to(device=device)
                 rows.append(_measure(looped, global_index, example.labels[0], mode, loops, diagnostics, k, eigen_k,
                                      eigen_restarts, spectral_samples, seed))
-                if bar is not None:
-                    bar.update(1)
-        if bar is not None:
-            bar.close()
+                if callable(outcome):
+                    rows[-1].outcome = dict(outcome(example.kwargs["input_ids"], loops)[0])
+                bar.update(1)
+        bar.close()
         rows = gather(rows)
         for note in prepared.notes:
             if note not in notes:
@@ -221,7 +221,7 @@ def analyze(
         _, blocks, spec = find_blocks(model)
         spec_name = spec.name if spec is not None else "generic"
     provenance = {
-        "model": str(getattr(model, "name_or_path", "") or type(model).__name__),
+        "model": public_name(getattr(model, "name_or_path", "") or type(model).__name__),
         "model_class": type(model).__name__,
         "adapter": spec_name,
         "layers": sorted({row.layer for row in rows}),

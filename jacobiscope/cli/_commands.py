@@ -1,0 +1,358 @@
+"""What each ``jacobiscope`` command does. Arguments are checked here before any model is loaded; torch and
+transformers are imported only once the arguments are known to be usable."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import time
+import warnings
+from pathlib import Path
+
+from ._parser import DEFAULT_TEXT, UsageError
+
+__all__ = ["HANDLERS"]
+
+
+# ------------------------------------------------------------------------------------------- helpers
+def _quiet(enabled: bool) -> None:
+    """``--quiet``: silence transformers', huggingface_hub's and datasets' progress bars and info logs too."""
+    if not enabled:
+        return
+    from huggingface_hub.utils import disable_progress_bars
+    from transformers.utils import logging as transformers_logging
+
+    disable_progress_bars()
+
+    transformers_logging.disable_progress_bar()
+    transformers_logging.set_verbosity_error()
+    try:
+        import datasets
+
+        datasets.disable_progress_bars()
+    except ImportError:  # pragma: no cover - a dependency
+        pass
+
+
+def check_output_path(path: str | None, option: str) -> None:
+    """An output file must be writable: not a folder, and inside a folder that exists or can be created."""
+    if path is None:
+        return
+    target = Path(path).expanduser()
+    if target.is_dir():
+        raise UsageError(f"{option} {path!r} is a folder", f"give a file name, e.g. {option} {Path(path) / 'report'}"
+                         f"{'.json' if option == '--json' else '.html'}")
+    parent = target.parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK):
+        raise UsageError(f"{option} {path!r} cannot be written (no write permission in {parent.name or parent})",
+                         "choose a file in a folder you can write to")
+
+
+def _check_puzzles(puzzles: list[str]) -> list[str]:
+    from ..data import sudoku
+
+    checked = []
+    for index, puzzle in enumerate(puzzles, start=1):
+        try:
+            checked.append(sudoku.validate_puzzle(puzzle))
+        except sudoku.SudokuError as error:
+            reason = str(error).split(" — ")[0].rstrip(".")
+            raise UsageError(f"--puzzle #{index} is not a usable Sudoku puzzle: {reason}",
+                             "give 81 digits, 0 or . for blanks, row by row") from None
+    return checked
+
+
+def _check_diagnostics(names) -> None:
+    if names is None:
+        return
+    from .._analyze import DIAGNOSTICS
+
+    unknown = [name for name in names if name not in DIAGNOSTICS]
+    if unknown:
+        raise UsageError(f"unknown diagnostic(s) {', '.join(unknown)}", f"choose from {','.join(DIAGNOSTICS)}")
+
+
+def _load_model(args, location: str):
+    """Load with safetensors only; a model that needs its own code is refused unless --trust-remote-code."""
+    from ..hub import HubError, load_pretrained
+
+    trust = getattr(args, "trust_remote_code", False)
+    try:
+        if Path(location).is_dir():
+            return load_pretrained(location, trust_remote_code=trust)
+        from transformers import AutoModel  # --download of a Hub id: fetched now, still safetensors only
+
+        from .. import models  # noqa: F401 - registers the reference looped models with AutoModel
+
+        return AutoModel.from_pretrained(location, trust_remote_code=trust, use_safetensors=True)
+    except ValueError as error:
+        if "trust_remote_code" in str(error) and not trust:
+            raise UsageError(f"{args.model!r} needs its own Python code to load (auto_map in its config)",
+                             "read that code, then rerun with --trust-remote-code") from None
+        raise
+    except OSError as error:
+        raise HubError(f"could not load {args.model!r} ({str(error).splitlines()[0]}) — check the name, the folder "
+                       "and, with --download, the network") from error
+
+
+# --------------------------------------------------------------------------------------------- demo
+def demo(args) -> int:
+    import torch
+
+    from .. import jacobian_eigenvalues, lyapunov_spectrum, oscillation_measures, spectral_norm, systems
+    from ..errors import NonFiniteWarning
+
+    if args.dim % args.heads:
+        raise UsageError(f"--heads {args.heads} does not divide --dim {args.dim}", "choose --heads that divides --dim")
+    torch.manual_seed(args.seed)
+    dtype = torch.float64 if args.float64 else torch.float32
+    rows = []
+    for norm in ("rmsnorm", "layernorm", "none"):
+        looped = systems.self_attention_map(args.tokens, args.dim, args.heads, eta=args.eta, norm=norm,
+                                            weight_scale=2.0, seed=args.seed, dtype=dtype)
+        start = time.perf_counter()
+        # Measure where the orbit actually goes: a short transient first.
+        state = looped.trajectory(looped.x0, steps=8, on_nonfinite="ignore")[-1]
+        sigma = spectral_norm(looped, state)
+        eigen = jacobian_eigenvalues(looped, state, k=min(2 * args.k, state[0].numel()), method="arnoldi")
+        oscillation = oscillation_measures(eigen.values)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", NonFiniteWarning)
+            lyapunov = lyapunov_spectrum(looped, looped.x0, steps=args.steps, k=min(args.k, state[0].numel()),
+                                         transient=8)
+        rows.append({
+            "norm": norm,
+            "state_norm": float(state.norm() / math.sqrt(args.tokens)),
+            "spectral_norm": float(sigma.value),
+            "spectral_norm_iterations": sigma.iterations,
+            "spectral_radius": float(oscillation.spectral_radius),
+            "complex_fraction_topk": float(oscillation.complex_fraction),
+            "max_rotation_angle": float(oscillation.max_rotation_angle),
+            "max_lyapunov": float(lyapunov.exponents[0]),
+            "max_lyapunov_stderr": float(lyapunov.stderr[0]),
+            "lyapunov_top": [round(float(v), 4) for v in lyapunov.exponents],
+            "nonfinite_step": int(lyapunov.nonfinite_step),
+            "seconds": time.perf_counter() - start,
+        })
+    if args.json:
+        print(json.dumps({"rows": rows, "provenance": _provenance(dtype)}, indent=2))
+        return 0
+    print(f"jacobiscope engine demo: random looped self-attention X <- Norm(X + {args.eta}*MSA(X)), {args.tokens} "
+          f"tokens x {args.dim} dims, {args.heads} heads (state size {args.tokens * args.dim}), {dtype}")
+    header = (f"{'norm':<10}{'|X| per token':>14}{'||J||_2':>10}{'rho(J) top':>12}{'complex %':>11}{'max angle':>11}"
+              f"{'lambda_max':>12}{'+-':>8}  note")
+    print(header)
+    print("-" * len(header))
+    for row in rows:
+        note = f"NaN/Inf at loop {row['nonfinite_step']}" if row["nonfinite_step"] >= 0 else ""
+        if row["norm"] == "none" and not note and row["state_norm"] > 10:
+            note = "state norm grows: unnormalized"
+        print(f"{row['norm']:<10}{row['state_norm']:>14.3g}{row['spectral_norm']:>10.3f}{row['spectral_radius']:>12.3f}"
+              f"{100 * row['complex_fraction_topk']:>10.0f}%{row['max_rotation_angle']:>11.3f}"
+              f"{row['max_lyapunov']:>12.4f}{row['max_lyapunov_stderr']:>8.4f}  {note}")
+    print("\nNormalization keeps the Jacobian's spectral norm O(1); lambda_max near 0 means near-critical dynamics.\n"
+          f"(Lyapunov: top-{args.k} exponents over {args.steps} loops, matrix-free; eigenvalues: top-{2 * args.k} "
+          "by Arnoldi.) Run `jacobiscope demo --json` for the full record.")
+    return 0
+
+
+def _provenance(dtype) -> dict:
+    import torch
+
+    from .. import __version__
+
+    return {"jacobiscope": __version__, "torch": torch.__version__, "python": platform.python_version(),
+            "dtype": str(dtype), "threads": torch.get_num_threads()}
+
+
+# ------------------------------------------------------------------------------------------ analyze
+def analyze(args) -> int:
+    # Everything that needs no model is checked first: a typo costs no model load.
+    if args.text and args.puzzle:
+        raise UsageError("--text and --puzzle were both given", "use --text for a language model, --puzzle for a "
+                         "looped Sudoku solver")
+    check_output_path(args.out, "--out")
+    check_output_path(args.json, "--json")
+    _quiet(args.quiet)
+    _check_diagnostics(args.diagnostics)
+    puzzles = _check_puzzles(args.puzzle) if args.puzzle else None
+    from ..hub import locate_model
+
+    location = locate_model(args.model, download=args.download)
+    import torch
+
+    model = _load_model(args, location)
+    native = callable(getattr(model, "loop_map", None))
+    inputs, labels, tokenizer, note = _analysis_inputs(args, model, native, location, puzzles)
+
+    from .._analyze import analyze as run_analysis
+
+    report = run_analysis(model, inputs, tokenizer=tokenizer, layers=None if native else args.layers, mode=args.mode,
+                          loops=args.loops, diagnostics=args.diagnostics, k=args.k,
+                          dtype=torch.float64 if args.float64 else None, eta=args.eta, seed=args.seed,
+                          progress=not args.quiet, input_labels=labels)
+    if note:
+        report.notes.insert(0, note)
+    print(report.summary())
+    if args.json:
+        report.to_json(args.json)
+        print(f"wrote {args.json}")
+    if args.out:
+        report.save_html(args.out)
+        print(f"wrote {args.out}")
+    return 0
+
+
+def _analysis_inputs(args, model, native: bool, location: str, puzzles):
+    """(inputs, labels, tokenizer, note) for a looped solver (puzzles) or a layered model (text)."""
+    from .._resources import public_name
+
+    name = public_name(args.model if not Path(location).is_dir() else location)
+    if native:
+        if args.text:
+            raise UsageError(f"{name} is a looped Sudoku solver, which takes puzzles, not --text",
+                             "pass --puzzle (81 digits) or --puzzles N")
+        if args.mode != "block":
+            raise UsageError(f"--mode {args.mode} does not apply to {name}, which is analysed through its own loop",
+                             "drop --mode")
+        if args.layers and args.layers != [0]:
+            raise UsageError(f"layer {max(args.layers)} is out of range: {name} is one looped block (layer 0)",
+                             "drop --layers or use --layers 0")
+        if puzzles:
+            return puzzles, [f"--puzzle #{i + 1}" for i in range(len(puzzles))], None, None
+        from ..data import sudoku
+
+        _, test = sudoku.satnet_splits()
+        rows = test.select(range(args.puzzles))
+        first = sudoku.SATNET_TRAIN_ROWS
+        labels = [f"SATNet test row {first + i}" for i in range(args.puzzles)]
+        note = (f"inputs: SATNet test rows {first}-{first + args.puzzles - 1} (the first {args.puzzles} of the 1,000 "
+                "in-distribution test puzzles, bundled satnet.csv.xz)")
+        return list(rows["puzzle"]), labels, None, note
+    if args.puzzle:
+        raise UsageError(f"{name} is not a looped Sudoku solver, so --puzzle does not apply",
+                         "pass --text for a language model")
+    if args.layers:
+        from ..adapters.spec import find_blocks
+
+        _, blocks, _ = find_blocks(model)
+        bad = [layer for layer in args.layers if layer >= len(blocks)]
+        if bad:
+            raise UsageError(f"layer {bad[0]} is out of range: {name} has {len(blocks)} blocks (0-{len(blocks) - 1})",
+                             f"choose --layers between 0 and {len(blocks) - 1}")
+    tokenizer = None
+    if Path(location).is_dir() or args.download:
+        from transformers import AutoTokenizer
+
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(location, trust_remote_code=args.trust_remote_code)
+        except Exception:  # noqa: BLE001 - vision models have none; analyze says so if text needs one
+            tokenizer = None
+    return args.text or [DEFAULT_TEXT], None, tokenizer, None
+
+
+# ------------------------------------------------------------------------------------------- sudoku
+def sudoku_train(args) -> int:
+    if args.config is not None and not Path(args.config).is_file():
+        raise UsageError(f"--config {args.config!r} does not exist", "pass a recipe JSON file")
+    _quiet(args.quiet)
+    from ..data import sudoku as data
+    from ..recipes.sudoku import SudokuRecipe, train_sudoku
+
+    data.satnet_splits(args.data, limit=1)  # the data must be there before a model is built
+    try:
+        recipe = SudokuRecipe.from_json(args.config) if args.config else SudokuRecipe()
+    except (ValueError, TypeError) as error:
+        raise UsageError(f"--config {args.config!r} is not a usable recipe: {str(error).splitlines()[0]}",
+                         "fix the JSON (fields of jacobiscope.recipes.sudoku.SudokuRecipe)") from None
+    overrides = {key: value for key, value in (("arch", args.arch), ("max_steps", args.max_steps),
+                                               ("epochs", args.epochs), ("seed", args.seed)) if value is not None}
+    for key, value in overrides.items():
+        setattr(recipe, key, value)
+    summary = train_sudoku(recipe, args.out, resume=not args.no_resume, data_path=args.data,
+                           progress=not args.quiet)
+    print(json.dumps(summary, indent=1))
+    return 0
+
+
+def sudoku_eval(args) -> int:
+    check_output_path(args.json, "--json")
+    _quiet(args.quiet)
+    from ..data import sudoku as data
+    from ..hub import locate_model
+
+    splits = {}
+    for split in args.split:
+        if split == "id":
+            splits["id"] = lambda: data.satnet_splits(args.data)[1]
+        elif split == "ood":
+            splits["ood"] = lambda: data.rrn_test(args.data)
+        elif Path(split).is_file():
+            splits[Path(split).name] = lambda split=split: data.load_csv(split)
+        else:
+            raise UsageError(f"--split {split!r} is neither id, ood nor an existing csv file",
+                             "use id, ood, or the path of a puzzle,solution csv")
+    location = locate_model(args.model)
+    # Data first: a missing or malformed file fails before the model is loaded.
+    loaded = {name: load() for name, load in splits.items()}
+    from ..hub import load_pretrained
+    from ..recipes.sudoku import evaluate_sudoku
+
+    model = load_pretrained(location)
+    if not callable(getattr(model, "solve", None)):
+        raise UsageError(f"{args.model!r} is not a Sudoku solver (it has no solve method)",
+                         "pass itrsa-sudoku, akorn-sudoku or a folder trained with 'jacobiscope sudoku train'")
+    from .._resources import public_name
+
+    record = {"model": public_name(location), "votes": args.votes, "results": {}}
+    for name, dataset in loaded.items():
+        if args.limit:
+            dataset = dataset.select(range(min(args.limit, len(dataset))))
+        puzzles = data.to_tensor(list(dataset["puzzle"]))
+        solutions = data.to_tensor(list(dataset["solution"]))
+        record["results"][name] = evaluate_sudoku(model, puzzles, solutions, loops=args.loops, votes=args.votes,
+                                                  progress=not args.quiet, desc=f"sudoku eval {name}")
+    print(f"{'split':<8}{'loops':>7}{'votes':>7}{'board acc':>11}{'cell acc':>10}{'puzzles/s':>11}")
+    for name, per_loop in record["results"].items():
+        for count, values in per_loop.items():
+            print(f"{name:<8}{count:>7}{args.votes:>7}{100 * values['board_accuracy']:>10.2f}%"
+                  f"{100 * values['cell_accuracy']:>9.2f}%{values['puzzles_per_second']:>11.1f}")
+    if args.json:
+        from .._io import atomic_write_text
+
+        atomic_write_text(args.json, json.dumps(record, indent=1))
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------- hub
+def hub_list(args) -> int:
+    from ..hub import shipped_checkpoints
+
+    for name, folder in shipped_checkpoints().items():
+        config = json.loads((folder / "config.json").read_text())
+        print(f"{name}\t{config.get('model_type', '?')}\t{folder.parent.name}/{folder.name}")
+    return 0
+
+
+def hub_prepare(args) -> int:
+    from .._resources import public_name
+    from ..hub import locate_model, prepare_for_hub
+
+    locate_model(args.name)
+    print(public_name(prepare_for_hub(args.name, args.out)))
+    return 0
+
+
+def hub_push(args) -> int:
+    from ..hub import locate_model, push_to_hub
+
+    locate_model(args.name)
+    print(push_to_hub(args.name, args.repo_id, private=args.private))
+    return 0
+
+
+HANDLERS = {"demo": demo, "analyze": analyze, "sudoku_train": sudoku_train, "sudoku_eval": sudoku_eval,
+            "hub_list": hub_list, "hub_prepare": hub_prepare, "hub_push": hub_push}

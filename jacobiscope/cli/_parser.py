@@ -1,0 +1,211 @@
+"""The argument parser of the ``jacobiscope`` command: no torch, no transformers, so ``--help`` is instant.
+
+Every option has a help text that shows its default; every value is checked as it is parsed, so a bad number
+fails before anything is loaded.
+"""
+from __future__ import annotations
+
+import argparse
+
+__all__ = ["UsageError", "build_parser"]
+
+DEFAULT_TEXT = "Looped transformers apply the same block again and again; their Jacobian tells us why they work."
+SATNET_TEST_PUZZLES = 1000
+
+
+class UsageError(Exception):
+    """A mistake on the command line: printed as one line ``jacobiscope: error: <what> — <how to fix>``, exit 2."""
+
+    def __init__(self, what: str, fix: str | None = None):
+        super().__init__(what if fix is None else f"{what} — {fix}")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises `UsageError` (one line, with the fix) instead of printing usage and exiting."""
+
+    def error(self, message: str):
+        if " — " in message:
+            raise UsageError(message)
+        raise UsageError(message, f"see '{self.prog} --help'")
+
+
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """Shows ``(default: X)`` after every option whose help does not already say its default."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if "default" in text or action.default in (None, argparse.SUPPRESS) or isinstance(action.default, bool):
+            return text
+        return super()._get_help_string(action)
+
+
+# ---------------------------------------------------------------------------------------- value types
+def _number(kind, text: str, *, minimum, inclusive: bool, example: str):
+    try:
+        value = kind(text)
+    except ValueError:
+        value = None
+    if value is None or value != value or (value < minimum if inclusive else value <= minimum):
+        bound = f">= {minimum}" if inclusive else f"> {minimum}"
+        noun = "an integer" if kind is int else "a number"
+        raise argparse.ArgumentTypeError(f"expected {noun} {bound}, got {text!r} — e.g. {example}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    return _number(int, text, minimum=1, inclusive=True, example="32")
+
+
+def nonnegative_int(text: str) -> int:
+    return _number(int, text, minimum=0, inclusive=True, example="0")
+
+
+def positive_float(text: str) -> float:
+    return _number(float, text, minimum=0.0, inclusive=False, example="0.5")
+
+
+def _int_list(text: str, *, minimum: int, example: str) -> list[int]:
+    items = [item.strip() for item in text.split(",")]
+    try:
+        values = [int(item) for item in items]
+    except ValueError:
+        values = None
+    if not values or any(v < minimum for v in values):
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers >= {minimum}, got {text!r} — e.g. {example}")
+    return values
+
+
+def layer_list(text: str) -> list[int]:
+    return _int_list(text, minimum=0, example="0,3")
+
+
+def loop_list(text: str) -> list[int]:
+    return _int_list(text, minimum=1, example="16,32,64")
+
+
+def name_list(text: str) -> list[str]:
+    names = [item.strip() for item in text.split(",") if item.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError(f"expected comma-separated names, got {text!r} — e.g. spectral_norm,lyapunov")
+    return names
+
+
+def puzzle_count(text: str) -> int:
+    value = positive_int(text)
+    if value > SATNET_TEST_PUZZLES:
+        raise argparse.ArgumentTypeError(f"the SATNet test set has {SATNET_TEST_PUZZLES} puzzles, got {text} — use "
+                                         f"at most {SATNET_TEST_PUZZLES}")
+    return value
+
+
+# --------------------------------------------------------------------------------------------- parser
+def _add_debug(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                        help="show the full traceback of an error (default: one line, no traceback)")
+
+
+def _subparser(commands, name: str, help_text: str, description: str | None = None):
+    sub = commands.add_parser(name, help=help_text, description=description or help_text, formatter_class=_HelpFormatter)
+    _add_debug(sub)
+    return sub
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full ``jacobiscope`` parser (demo, analyze, sudoku train/eval, hub list/prepare/push)."""
+    from .. import __version__
+
+    parser = _Parser(prog="jacobiscope", formatter_class=_HelpFormatter,
+                     description="Jacobian diagnostics for looped transformers: spectral norm, eigenvalues, Lyapunov "
+                                 "exponents and a regime verdict for any Hugging Face block or looped model.",
+                     epilog="examples:\n  jacobiscope analyze itrsa-sudoku --loops 32 --out report.html\n"
+                            "  jacobiscope analyze minilm --text 'a sentence' --layers 0,3\n"
+                            "  jacobiscope sudoku eval itrsa-sudoku --loops 16,32 --split id --limit 200")
+    parser.add_argument("--version", action="version", version=f"jacobiscope {__version__}")
+    _add_debug(parser)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
+
+    demo = _subparser(commands, "demo", "run the engine on a random looped self-attention map (no model needed)")
+    demo.add_argument("--tokens", type=positive_int, default=16, help="tokens of the random state")
+    demo.add_argument("--dim", type=positive_int, default=32, help="channels per token")
+    demo.add_argument("--heads", type=positive_int, default=4, help="attention heads (must divide --dim)")
+    demo.add_argument("--eta", type=positive_float, default=1.0, help="step size of X <- Norm(X + eta MSA(X))")
+    demo.add_argument("--steps", type=positive_int, default=200, help="loops averaged for the Lyapunov exponents")
+    demo.add_argument("--k", type=positive_int, default=4, help="number of Lyapunov exponents")
+    demo.add_argument("--seed", type=nonnegative_int, default=0, help="seed of the random weights")
+    demo.add_argument("--float64", action="store_true", help="compute in float64 (default: float32)")
+    demo.add_argument("--json", action="store_true", help="print a JSON record instead of a table (default: table)")
+    demo.set_defaults(handler="demo")
+
+    analyze = _subparser(commands, "analyze", "analyse a model's blocks (or a looped model's own loop) as looped maps")
+    analyze.add_argument("model", help="'minilm' (bundled all-MiniLM-L6-v2), a shipped checkpoint (itrsa-sudoku, "
+                         "akorn-sudoku; see 'jacobiscope hub list'), a local model folder, or a Hub id in the local cache")
+    analyze.add_argument("--text", action="append", help="input text for a language model; repeat for several "
+                         "(default: one sample sentence)")
+    analyze.add_argument("--puzzle", action="append", help="an 81-digit Sudoku puzzle (0 or . for blanks) for a looped "
+                         "solver; repeat for several (default: the first --puzzles SATNet test puzzles)")
+    analyze.add_argument("--puzzles", type=puzzle_count, default=4,
+                         help="looped solvers without --puzzle: analyse SATNet test rows 9000 onwards, this many")
+    analyze.add_argument("--layers", type=layer_list, help="comma-separated block indices, e.g. 0,3 (default: all)")
+    analyze.add_argument("--mode", choices=("block", "attention"), default="block",
+                         help="block: the whole layer is the map; attention: Norm(X + eta Attn(X)) with its weights")
+    analyze.add_argument("--eta", type=positive_float, help="attention-mode step size (default: 1.0)")
+    analyze.add_argument("--loops", type=positive_int, default=32, help="applications of the map per trajectory")
+    analyze.add_argument("--k", type=positive_int, default=4, help="number of Lyapunov exponents")
+    analyze.add_argument("--diagnostics", type=name_list, help="comma-separated subset of spectral_norm,eigenvalues,"
+                         "lyapunov,clusters,energy (default: all)")
+    analyze.add_argument("--float64", action="store_true", help="compute in float64 (default: the model's dtype)")
+    analyze.add_argument("--seed", type=nonnegative_int, default=0, help="seed of every random start vector")
+    analyze.add_argument("--out", help="write a self-contained HTML report to this file (default: none)")
+    analyze.add_argument("--json", help="write the report as JSON to this file (default: none)")
+    analyze.add_argument("--quiet", action="store_true", help="no progress bars, ours or transformers' "
+                         "(default: bars on stderr for steps over 2 s)")
+    analyze.add_argument("--trust-remote-code", action="store_true",
+                         help="allow a model folder's own Python code to run (default: never)")
+    analyze.add_argument("--download", action="store_true",
+                         help="fetch a Hub id that is not in the local cache (default: never touch the network)")
+    analyze.set_defaults(handler="analyze")
+
+    sudoku = _subparser(commands, "sudoku", "train and evaluate the reference looped Sudoku solvers")
+    sudoku_commands = sudoku.add_subparsers(dest="sudoku_command", required=True, metavar="COMMAND", parser_class=_Parser)
+    train = _subparser(sudoku_commands, "train", "train ItrSA or AKOrN (SATNet rows 0-8999 by default; resumes)")
+    train.add_argument("--arch", choices=("itrsa", "akorn"), help="model family (default: the recipe's, itrsa)")
+    train.add_argument("--config", help="a recipe JSON of jacobiscope.recipes.sudoku.SudokuRecipe fields "
+                       "(default: the built-in recipe)")
+    train.add_argument("--out", required=True, help="run folder: checkpoints, logs, best/ (required)")
+    train.add_argument("--max-steps", dest="max_steps", type=positive_int,
+                       help="override the recipe's optimizer steps (default: the recipe's)")
+    train.add_argument("--epochs", type=positive_float, help="override the recipe's epochs (default: the recipe's)")
+    train.add_argument("--seed", type=nonnegative_int, help="override the recipe's seed (default: the recipe's)")
+    train.add_argument("--data", help="folder or file with satnet.csv.xz (default: the copy bundled with jacobiscope, "
+                       "or $JACOBISCOPE_SUDOKU_DATA)")
+    train.add_argument("--no-resume", action="store_true", help="start afresh even if --out has checkpoints "
+                       "(default: resume from the newest)")
+    train.add_argument("--quiet", action="store_true", help="no progress bars (default: bars on stderr)")
+    train.set_defaults(handler="sudoku_train")
+    evaluate = _subparser(sudoku_commands, "eval", "board accuracy per loop count on the ID / OOD test sets")
+    evaluate.add_argument("model", help="a checkpoint folder or a shipped name (itrsa-sudoku, akorn-sudoku)")
+    evaluate.add_argument("--loops", type=loop_list, default=[16, 32, 64, 128], help="comma-separated loop counts "
+                          "(default: 16,32,64,128)")
+    evaluate.add_argument("--votes", type=positive_int, default=1, help="energy votes over noise draws (AKOrN only)")
+    evaluate.add_argument("--split", type=name_list, default=["id", "ood"], help="id (SATNet test), ood (RRN test), or "
+                          "csv files of puzzle,solution rows; comma-separated (default: id,ood)")
+    evaluate.add_argument("--limit", type=positive_int, help="only the first N puzzles of each split (default: all)")
+    evaluate.add_argument("--data", help="folder or file with the benchmark files (default: the bundled copy, or "
+                          "$JACOBISCOPE_SUDOKU_DATA)")
+    evaluate.add_argument("--json", help="also write the results as JSON to this file (default: none)")
+    evaluate.add_argument("--quiet", action="store_true", help="no progress bars (default: bars on stderr)")
+    evaluate.set_defaults(handler="sudoku_eval")
+
+    hub = _subparser(commands, "hub", "list, prepare and upload the published checkpoints")
+    hub_commands = hub.add_subparsers(dest="hub_command", required=True, metavar="COMMAND", parser_class=_Parser)
+    _subparser(hub_commands, "list", "the checkpoints shipped with jacobiscope").set_defaults(handler="hub_list")
+    prepare = _subparser(hub_commands, "prepare", "copy a checkpoint with its code and auto_map, ready to upload")
+    prepare.add_argument("name", help="a shipped name or a checkpoint folder")
+    prepare.add_argument("--out", required=True, help="the folder to write (required; replaced if it exists)")
+    prepare.set_defaults(handler="hub_prepare")
+    push = _subparser(hub_commands, "push", "prepare and upload a checkpoint to the Hub (needs network and a token)")
+    push.add_argument("name", help="a shipped name or a checkpoint folder")
+    push.add_argument("--repo-id", dest="repo_id", required=True, help="owner/name on the Hub (required)")
+    push.add_argument("--private", action="store_true", help="create the repository as private (default: public)")
+    push.set_defaults(handler="hub_push")
+    return parser
