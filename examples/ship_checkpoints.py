@@ -69,8 +69,12 @@ def training_summary(run: Path, recipe: dict) -> str:
             f"{recipe.get('batch_size')}, gradient clipping {recipe.get('max_grad_norm', 1.0)}, cross-entropy over all "
             f"81 cells, EMA of the weights (beta {recipe.get('ema_beta', 0.995)} every {recipe.get('ema_every', 10)} "
             f"steps); stopped after {best['step']} steps ({best['epoch']:.1f} epochs) on a 2-core CPU; the published "
-            f"weights are the {best['weights']} weights of step {best['step']}, chosen by board accuracy on the first "
-            f"{recipe.get('eval_limit')} ID test puzzles.")
+            f"weights are the {best['weights']} weights of step {best['step']}, chosen by "
+            + (f"mean board accuracy at T={recipe.get('validation_loops') or [recipe.get('loops')]} on "
+               f"{recipe.get('eval_limit')} generated validation puzzles ({recipe.get('validation_givens', (31, 42))} "
+               "givens; no test puzzle was used to choose weights)."
+               if "validation_board_accuracy" in best else
+               f"board accuracy on the first {recipe.get('eval_limit')} ID test puzzles."))
 
 
 def main() -> None:

@@ -16,7 +16,8 @@ from transformers import Trainer, TrainerCallback, TrainingArguments
 
 from .._io import atomic_write_text
 
-__all__ = ["SudokuRecipe", "train_sudoku", "evaluate_sudoku", "EMACallback", "build_model"]
+__all__ = ["SudokuRecipe", "train_sudoku", "evaluate_sudoku", "EMACallback", "build_model", "LoopCountCollator",
+           "validation_puzzles"]
 
 
 @dataclass
@@ -56,7 +57,16 @@ class SudokuRecipe:
     seed: int = 0
     train_limit: int | None = None  # first n training rows (tests, smoke runs)
     init_from: str | None = None  # fine-tune: start from these weights (a folder or shipped name), not from scratch
-    eval_limit: int = 500  # ID test rows evaluated at each checkpoint
+    eval_limit: int = 500  # validation puzzles scored at each checkpoint (never test puzzles)
+    # Training loop counts: each batch draws T uniformly from [loops_min, loops_max] (odd values included), so the
+    # model cannot lean on one loop count or its parity; None trains at `loops` only.
+    loops_min: int | None = None
+    loops_max: int | None = None
+    # Checkpoint selection on fresh generated puzzles (never on SATNet test or RRN): givens range, seed, and the
+    # loop counts whose mean board accuracy is the score (default: [loops]).
+    validation_givens: tuple = (31, 42)
+    validation_seed: int = 20_261_201
+    validation_loops: list | None = None
     save_steps: int = 500
     logging_steps: int = 50
     # Regularizers (any non-zero weight trains with SpectralRegTrainer; see SpectralRegTrainingArguments).
@@ -65,6 +75,14 @@ class SudokuRecipe:
     energy_reg: str | None = None  # None | "e_single" | "e_multi"
     energy_reg_weight: float = 0.0
     extra: dict = field(default_factory=dict)
+
+    def training_loops(self) -> tuple[int, int]:
+        """The inclusive range of loop counts drawn for a training batch."""
+        low = self.loops if self.loops_min is None else self.loops_min
+        high = self.loops if self.loops_max is None else self.loops_max
+        if not 1 <= low <= high:
+            raise ValueError(f"loops_min/loops_max must satisfy 1 <= loops_min <= loops_max, got {low}, {high}.")
+        return low, high
 
     def regularized(self) -> bool:
         return bool(self.spec_reg_weight or self.jacobian_reg_weight or (self.energy_reg and self.energy_reg_weight))
@@ -165,17 +183,62 @@ class EMACallback(TrainerCallback):
                 state[name].copy_(value)
 
 
-class _AccuracyCallback(TrainerCallback):
-    """Board accuracy on a slice of the ID test set at each save, with the EMA weights; keeps ``best/``."""
+class LoopCountCollator:
+    """Batches Sudoku rows and draws the batch's loop count uniformly from ``[low, high]``.
 
-    def __init__(self, test_puzzles, test_solutions, ema: EMACallback | None, out_dir: Path, loops: int):
-        self.puzzles, self.solutions, self.ema, self.out_dir, self.loops = test_puzzles, test_solutions, ema, out_dir, loops
+    Example::
+
+        >>> import torch
+        >>> from jacobiscope.recipes.sudoku import LoopCountCollator
+        >>> collate = LoopCountCollator(3, 5, seed=0)
+        >>> rows = [{"input_ids": torch.zeros(81, dtype=torch.long), "labels": torch.ones(81, dtype=torch.long)}] * 2
+        >>> batch = collate(rows)
+        >>> batch["input_ids"].shape, 3 <= batch["loops"] <= 5
+        (torch.Size([2, 81]), True)
+
+    The Trainer passes ``loops`` to the model's forward with the batch, so a model trained this way sees odd and even
+    loop counts alike (a fixed T lets it learn, say, a period-2 orbit that is right only at even T).
+    """
+
+    def __init__(self, low: int, high: int, seed: int = 0):
+        import random
+
+        self.low, self.high = int(low), int(high)
+        self.rng = random.Random(seed)
+
+    def __call__(self, features: list[dict]) -> dict:
+        batch = {key: torch.stack([torch.as_tensor(row[key], dtype=torch.long) for row in features])
+                 for key in ("input_ids", "labels")}
+        if self.high > self.low:
+            batch["loops"] = self.rng.randint(self.low, self.high)
+        else:
+            batch["loops"] = self.low
+        return batch
+
+
+def validation_puzzles(recipe: SudokuRecipe) -> tuple[torch.Tensor, torch.Tensor]:
+    """The checkpoint-selection puzzles: ``eval_limit`` fresh puzzles from the generator (unique solutions,
+    ``validation_givens``, ``validation_seed``), so no test puzzle is ever used to choose weights."""
+    from ..data import sudoku as data
+
+    low, high = recipe.validation_givens
+    puzzles, solutions = data.generate_many(recipe.eval_limit, givens=(int(low), int(high)), seed=recipe.validation_seed)
+    return data.to_tensor(puzzles), data.to_tensor(solutions)
+
+
+class _AccuracyCallback(TrainerCallback):
+    """Board accuracy on the validation puzzles at each save (raw and EMA weights, mean over the validation loop
+    counts); keeps the better as ``best/``."""
+
+    def __init__(self, puzzles, solutions, ema: EMACallback | None, out_dir: Path, loops: list[int]):
+        self.puzzles, self.solutions, self.ema, self.out_dir = puzzles, solutions, ema, out_dir
+        self.loops = [int(count) for count in loops]
         self.best = -1.0
         self.history: list[dict] = []
         previous = out_dir / "accuracy_history.json"
         if previous.exists():  # a resumed run continues the record and the best score
             self.history = json.loads(previous.read_text())
-            self.best = max((entry["id_board_accuracy"] for entry in self.history), default=-1.0)
+            self.best = max((entry.get("validation_board_accuracy", -1.0) for entry in self.history), default=-1.0)
 
     def on_save(self, args, state, control, model=None, **kwargs):
         from ..data.sudoku import board_accuracy
@@ -187,12 +250,15 @@ class _AccuracyCallback(TrainerCallback):
             averaged = copy.deepcopy(model).eval()
             self.ema.swap_in(averaged)
             candidates["ema"] = averaged
-        scores = {name: board_accuracy(candidate.solve(self.puzzles, loops=self.loops), self.puzzles, self.solutions)
-                  for name, candidate in candidates.items()}
+        per_loop = {name: {count: board_accuracy(candidate.solve(self.puzzles, loops=count), self.puzzles,
+                                                 self.solutions) for count in self.loops}
+                    for name, candidate in candidates.items()}
+        scores = {name: sum(values.values()) / len(values) for name, values in per_loop.items()}
         winner = max(scores, key=scores.get)
         accuracy = scores[winner]
-        record = {"step": state.global_step, "epoch": state.epoch, "id_board_accuracy": accuracy, "weights": winner,
-                  **{f"id_board_accuracy_{name}": value for name, value in scores.items()},
+        record = {"step": state.global_step, "epoch": state.epoch, "validation_board_accuracy": accuracy,
+                  "weights": winner, **{f"validation_board_accuracy_{name}": value for name, value in scores.items()},
+                  "per_loop": {name: {str(k): v for k, v in values.items()} for name, values in per_loop.items()},
                   "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
         self.history.append(record)
         atomic_write_text(self.out_dir / "accuracy_history.json", json.dumps(self.history, indent=1))
@@ -200,7 +266,8 @@ class _AccuracyCallback(TrainerCallback):
             self.best = accuracy
             candidates[winner].save_pretrained(self.out_dir / "best")
             atomic_write_text(self.out_dir / "best" / "accuracy.json", json.dumps(record))
-        print(f"[sudoku] step {state.global_step}: ID board accuracy {scores} (best {self.best:.3f})", flush=True)
+        print(f"[sudoku] step {state.global_step}: validation board accuracy {per_loop} (best {self.best:.3f})",
+              flush=True)
 
 
 def _latest_checkpoint(out_dir: Path) -> str | None:
@@ -221,20 +288,19 @@ def train_sudoku(recipe: SudokuRecipe, out_dir, *, resume: bool = True, data_pat
     out_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out_dir / "recipe.json", json.dumps(asdict(recipe), indent=1))
     torch.manual_seed(recipe.seed)
-    train_set, test_set = data.satnet_splits(data_path, limit=None)
+    train_set, _ = data.satnet_splits(data_path, limit=None)  # the test rows are never read here
     if recipe.train_limit is not None:
         train_set = train_set.select(range(min(recipe.train_limit, len(train_set))))
     if recipe.augment:
         train_set = data.augmented_dataset(train_set, seed=recipe.seed)
     else:
         train_set = train_set.with_format("torch", columns=["input_ids", "labels"])
-    eval_rows = test_set.select(range(min(recipe.eval_limit, len(test_set))))
-    test_puzzles = data.to_tensor(list(eval_rows["puzzle"]))
-    test_solutions = data.to_tensor(list(eval_rows["solution"]))
+    low, high = recipe.training_loops()
+    validation = validation_puzzles(recipe)
 
     model = build_model(recipe)
     ema = EMACallback(recipe.ema_beta, recipe.ema_every, recipe.ema_start) if recipe.ema_beta > 0 else None
-    accuracy = _AccuracyCallback(test_puzzles, test_solutions, ema, out_dir, recipe.loops)
+    accuracy = _AccuracyCallback(*validation, ema, out_dir, recipe.validation_loops or [recipe.loops])
     arguments_class, trainer_class, regularizer_options = TrainingArguments, Trainer, {}
     if recipe.regularized():
         from ..training import SpectralRegTrainer, SpectralRegTrainingArguments
@@ -265,7 +331,8 @@ def train_sudoku(recipe: SudokuRecipe, out_dir, *, resume: bool = True, data_pat
         disable_tqdm=not progress,
     )
     callbacks = [c for c in (ema, accuracy) if c is not None]
-    trainer = trainer_class(model=model, args=args, train_dataset=train_set, callbacks=callbacks)
+    trainer = trainer_class(model=model, args=args, train_dataset=train_set, callbacks=callbacks,
+                            data_collator=LoopCountCollator(low, high, seed=recipe.seed))
     checkpoint = _latest_checkpoint(out_dir) if resume else None
     started = time.perf_counter()
     result = trainer.train(resume_from_checkpoint=checkpoint)
@@ -275,7 +342,7 @@ def train_sudoku(recipe: SudokuRecipe, out_dir, *, resume: bool = True, data_pat
         ema.swap_in(final)
         final.save_pretrained(out_dir / "final_ema")
     summary = {"steps": result.global_step, "train_loss": result.training_loss, "seconds": time.perf_counter() - started,
-               "resumed_from": checkpoint, "best_id_board_accuracy": accuracy.best,
+               "resumed_from": checkpoint, "best_validation_board_accuracy": accuracy.best,
                "puzzles_per_second": result.global_step * recipe.batch_size / max(time.perf_counter() - started, 1e-9)}
     atomic_write_text(out_dir / "train_summary.json", json.dumps(summary, indent=1))
     return summary

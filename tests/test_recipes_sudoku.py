@@ -1,0 +1,70 @@
+"""jacobiscope.recipes.sudoku: random loop counts per batch, and checkpoint selection on generated puzzles only."""
+import json
+
+import pytest
+import torch
+
+from jacobiscope.data import sudoku
+from jacobiscope.recipes.sudoku import LoopCountCollator, SudokuRecipe, build_model, train_sudoku, validation_puzzles
+
+
+def test_loop_count_collator_draws_every_count_in_range():
+    collate = LoopCountCollator(3, 6, seed=1)
+    rows = [{"input_ids": torch.zeros(81, dtype=torch.long), "labels": torch.ones(81, dtype=torch.long)}] * 3
+    drawn = [collate(rows)["loops"] for _ in range(200)]
+    assert set(drawn) == {3, 4, 5, 6}  # odd and even alike, nothing outside the range
+    assert LoopCountCollator(7, 7)(rows)["loops"] == 7
+    batch = collate(rows)
+    assert batch["input_ids"].shape == (3, 81) and batch["labels"].dtype == torch.long
+    with pytest.raises(ValueError, match="loops_min <= loops_max"):
+        SudokuRecipe(loops_min=5, loops_max=4).training_loops()
+
+
+def test_validation_puzzles_are_fresh_unique_and_not_test_puzzles():
+    recipe = SudokuRecipe(eval_limit=12, validation_givens=(31, 42))
+    puzzles, solutions = validation_puzzles(recipe)
+    again, _ = validation_puzzles(recipe)
+    assert torch.equal(puzzles, again)  # fixed seed: every run selects on the same puzzles
+    strings = sudoku.to_strings(puzzles)
+    givens = [81 - p.count("0") for p in strings]
+    assert all(31 <= g <= 42 for g in givens)
+    assert all(sudoku.count_solutions(p) == 1 for p in strings[:4])
+    assert sudoku.board_accuracy(solutions, puzzles, solutions) == 1.0
+    _, test = sudoku.satnet_splits()
+    assert not set(strings) & set(test["puzzle"])
+
+
+def test_training_sees_random_loop_counts_and_selects_on_validation(tmp_path):
+    recipe = SudokuRecipe(arch="itrsa", hidden_size=16, num_heads=2, loops=2, loops_min=1, loops_max=4,
+                          batch_size=16, learning_rate=3e-3, max_steps=16, warmup_steps=0, train_limit=64,
+                          eval_limit=10, validation_loops=[2, 3], save_steps=8, logging_steps=4, ema_beta=0.0,
+                          augment=False)
+    seen = []
+    original = build_model
+
+    def recording_build(r):
+        model = original(r)
+        def record(module, args, kwargs):
+            if module.training:  # training batches only, not the validation solves
+                seen.append(kwargs.get("loops"))
+
+        model.register_forward_pre_hook(record, with_kwargs=True)
+        return model
+
+    import jacobiscope.recipes.sudoku as module
+    module.build_model, saved = recording_build, module.build_model
+    try:
+        train_sudoku(recipe, tmp_path / "run", progress=False)
+    finally:
+        module.build_model = saved
+    training_calls = [count for count in seen if count is not None]
+    assert len(training_calls) == len(seen) == 16
+    assert set(training_calls) <= {1, 2, 3, 4} and len(set(training_calls)) >= 3
+    assert {count % 2 for count in training_calls} == {0, 1}
+    history = json.loads((tmp_path / "run" / "accuracy_history.json").read_text())
+    assert [entry["step"] for entry in history] == [8, 16]
+    # The recorded score is the mean board accuracy over the validation loop counts, recomputed independently.
+    best = type(original(recipe)).from_pretrained(tmp_path / "run" / "best")
+    puzzles, solutions = validation_puzzles(recipe)
+    expected = sum(sudoku.board_accuracy(best.solve(puzzles, loops=t), puzzles, solutions) for t in (2, 3)) / 2
+    assert max(entry["validation_board_accuracy"] for entry in history) == pytest.approx(expected)
