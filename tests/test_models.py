@@ -179,6 +179,7 @@ def test_cli_eval_reports_accuracy_per_loop_count(tmp_path):
     assert main(["sudoku", "eval", str(tmp_path / "model"), "--loops", "1,2", "--split", "id", "--limit", "20",
                  "--json", str(record_path)]) == 0
     record = json.loads(record_path.read_text())
+    assert [r["index"] for r in record["puzzles"]["id"]] == list(range(20))  # per-puzzle rows in the JSON
     _, test = data.satnet_splits()
     rows = test.select(range(20))
     puzzles, solutions = data.to_tensor(list(rows["puzzle"])), data.to_tensor(list(rows["solution"]))
@@ -194,3 +195,33 @@ def test_akorn_unit_embeddings_add_row_column_and_box():
     cell = 40  # row 4, column 4, box 4 (the centre)
     expected = model.embed(puzzles[0, cell]) + model.unit_embed.weight[4] + model.unit_embed.weight[13] + model.unit_embed.weight[22]
     assert torch.allclose(c[cell], expected)
+
+
+@pytest.mark.parametrize("arch, kwargs", [("itrsa", {}), ("akorn", {}), ("akorn", {"votes": 3})])
+def test_solve_along_equals_solve_at_every_loop_count(arch, kwargs):
+    model = _tiny(arch)
+    puzzles = _puzzles(7)
+    along = model.solve_along(puzzles, loops=[5, 1, 4, 4], batch_size=4, **kwargs)
+    assert sorted(along) == [1, 4, 5]
+    for loops in (1, 4, 5):  # odd and even: one trajectory, read out on the way
+        assert torch.equal(along[loops], model.solve(puzzles, loops=loops, batch_size=4, **kwargs))
+    with pytest.raises(ValueError, match="positive ints"):
+        model.solve_along(puzzles, loops=[0, 3])
+
+
+@pytest.mark.parametrize("arch", ["itrsa", "akorn"])
+def test_loop_outcome_says_whether_the_grid_is_a_solution(arch):
+    model = _tiny(arch)
+    puzzles = _puzzles(3)
+    outcomes = model.loop_outcome(puzzles, loops=2)
+    grids = model.solve(puzzles, loops=2)
+    assert [o["solved"] for o in outcomes] == [bool(data.is_valid_solution(g)) for g in grids]
+    assert [o["givens"] for o in outcomes] == (puzzles > 0).sum(1).tolist()
+    # A grid that is the solution counts as solved whatever the model does: check the validity test itself.
+    from jacobiscope.models.itrsa.modeling_itrsa import _is_solution
+
+    train, _ = data.satnet_splits(limit=2)
+    solutions = data.to_tensor(list(train["solution"]))
+    broken = solutions.clone()
+    broken[0, [0, 1]] = broken[0, [1, 0]]
+    assert _is_solution(solutions).tolist() == [True, True] and _is_solution(broken).tolist() == [False, True]

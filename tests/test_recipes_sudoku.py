@@ -68,3 +68,25 @@ def test_training_sees_random_loop_counts_and_selects_on_validation(tmp_path):
     puzzles, solutions = validation_puzzles(recipe)
     expected = sum(sudoku.board_accuracy(best.solve(puzzles, loops=t), puzzles, solutions) for t in (2, 3)) / 2
     assert max(entry["validation_board_accuracy"] for entry in history) == pytest.approx(expected)
+
+
+def test_predict_along_and_per_puzzle_records():
+    from jacobiscope.models import ItrSAConfig, ItrSAForSudoku
+    from jacobiscope.recipes.sudoku import evaluate_sudoku, predict_along, puzzle_records
+
+    torch.manual_seed(0)
+    model = ItrSAForSudoku(ItrSAConfig(hidden_size=16, num_heads=2, loops=3)).eval()
+    train, _ = sudoku.satnet_splits(limit=9)
+    puzzles, solutions = sudoku.to_tensor(list(train["puzzle"])), sudoku.to_tensor(list(train["solution"]))
+    predictions = predict_along(model, puzzles, loops=[2, 3], batch_size=4)
+    # Make one grid right at T=3 only, so solved_at is known independently of the (untrained) model.
+    predictions[3][5] = solutions[5]
+    records = puzzle_records(puzzles, solutions, predictions)
+    assert records[5]["solved_at"][-1] == 3
+    for index, record in enumerate(records):
+        expected = [t for t in (2, 3) if torch.equal(predictions[t][index], solutions[index])]
+        assert record["solved_at"] == expected and record["index"] == index
+        assert record["givens"] == int((puzzles[index] > 0).sum())
+        assert record["rounds_naked"] == sudoku.propagation_rounds(train["puzzle"][index])
+    scores = evaluate_sudoku(model, puzzles, solutions, loops=[2, 3], predictions=predictions)
+    assert scores[3]["board_accuracy"] == pytest.approx(sum(3 in r["solved_at"] for r in records) / 9)

@@ -231,6 +231,41 @@ class AKOrNForSudoku(PreTrainedModel):
             out.append(torch.where(chunk > 0, chunk, digits))
         return torch.cat(out)
 
+    @torch.no_grad()
+    def solve_along(self, puzzles, loops=(16, 32, 64, 128), votes: int = 1, batch_size: int = 200,
+                    seed: int = 0) -> dict:
+        """Complete puzzles at several loop counts from one trajectory per noise draw: ``{T: [N, 81]}``.
+
+        The same numbers as ``solve(puzzles, loops=T, votes=votes, seed=seed)`` for every ``T`` (the same noise
+        draws; with votes, the draw with the lowest pseudo-energy summed over loops ``1..T`` wins at ``T``), for
+        the cost of ``max(loops)`` loops rather than their sum.
+        """
+        if votes < 1:
+            raise ValueError(f"votes must be >= 1, got {votes}.")
+        counts = _loop_counts(loops)
+        input_ids = _as_puzzle_tensor(puzzles).to(self.device)
+        generator = torch.Generator(device=self.device).manual_seed(seed)
+        out = {count: [] for count in counts}
+        per_chunk = max(1, batch_size // votes)
+        for start in range(0, input_ids.shape[0], per_chunk):
+            chunk = input_ids[start : start + per_chunk]
+            repeated = chunk.repeat_interleave(votes, dim=0)
+            injection = self.injection(repeated)
+            x = self.initial_state(repeated, injection, None, generator)
+            energy, done = torch.zeros(repeated.shape[0], device=x.device, dtype=x.dtype), 0
+            for count in counts:
+                for _ in range(count - done):
+                    y = self.drive(x, injection)
+                    energy = energy - (x * y).sum(dim=(-1, -2))
+                    x = self._update(x, y)
+                done = count
+                digits = self.read(x).argmax(-1) + 1
+                if votes > 1:
+                    best = energy.reshape(chunk.shape[0], votes).argmin(1)
+                    digits = digits.reshape(chunk.shape[0], votes, 81)[torch.arange(chunk.shape[0]), best]
+                out[count].append(torch.where(chunk > 0, chunk, digits))
+        return {count: torch.cat(parts) if parts else input_ids.clone() for count, parts in out.items()}
+
     def loop_map(self, input_ids, seed: int = 0):
         """The exact recurrence (projection and renormalization included) on these puzzles as a
         `jacobiscope.LoopedMap`; the blanks' initial noise is drawn from ``seed``."""
@@ -328,3 +363,11 @@ def _is_solution(grids: torch.Tensor) -> torch.Tensor:
     rows, columns = one_hot.sum(2), one_hot.sum(1)
     boxes = one_hot.reshape(-1, 3, 3, 3, 3, 9).sum(dim=(2, 4)).reshape(-1, 9, 9)
     return torch.stack([rows, columns, boxes], 1).eq(1).flatten(1).all(1)
+
+
+def _loop_counts(loops) -> list[int]:
+    """Sorted distinct loop counts, each a positive int."""
+    counts = [loops] if isinstance(loops, int) else list(loops)
+    if not counts or any(isinstance(c, bool) or not isinstance(c, int) or c < 1 for c in counts):
+        raise ValueError(f"loops must be positive ints (one or several), got {loops!r}.")
+    return sorted(set(counts))

@@ -299,7 +299,7 @@ def sudoku_eval(args) -> int:
     # Data first: a missing or malformed file fails before the model is loaded.
     loaded = {name: load() for name, load in splits.items()}
     from ..hub import load_pretrained
-    from ..recipes.sudoku import evaluate_sudoku
+    from ..recipes.sudoku import evaluate_sudoku, predict_along, puzzle_records
 
     model = load_pretrained(location)
     if not callable(getattr(model, "solve", None)):
@@ -307,19 +307,31 @@ def sudoku_eval(args) -> int:
                          "pass itrsa-sudoku, akorn-sudoku or a folder trained with 'jacobiscope sudoku train'")
     from .._resources import public_name
 
-    record = {"model": public_name(location), "votes": args.votes, "results": {}}
+    record = {"model": public_name(location), "votes": args.votes, "loops": args.loops, "results": {}, "puzzles": {}}
     for name, dataset in loaded.items():
         if args.limit:
             dataset = dataset.select(range(min(args.limit, len(dataset))))
         puzzles = data.to_tensor(list(dataset["puzzle"]))
         solutions = data.to_tensor(list(dataset["solution"]))
-        record["results"][name] = evaluate_sudoku(model, puzzles, solutions, loops=args.loops, votes=args.votes,
-                                                  progress=not args.quiet, desc=f"sudoku eval {name}")
-    print(f"{'split':<8}{'loops':>7}{'votes':>7}{'board acc':>11}{'cell acc':>10}{'puzzles/s':>11}")
+        started = time.perf_counter()
+        predictions = predict_along(model, puzzles, loops=args.loops, votes=args.votes, progress=not args.quiet,
+                                    desc=f"sudoku eval {name}")
+        scores = evaluate_sudoku(model, puzzles, solutions, loops=args.loops, predictions=predictions)
+        for values in scores.values():  # one trajectory served every loop count
+            values["seconds"] = time.perf_counter() - started
+            values["puzzles_per_second"] = len(puzzles) / max(values["seconds"], 1e-9)
+        record["results"][name] = scores
+        if args.json:
+            record["puzzles"][name] = puzzle_records(puzzles, solutions, predictions)
+    print(f"{'split':<8}{'loops':>7}{'votes':>7}{'board acc':>11}{'cell acc':>10}")
     for name, per_loop in record["results"].items():
         for count, values in per_loop.items():
             print(f"{name:<8}{count:>7}{args.votes:>7}{100 * values['board_accuracy']:>10.2f}%"
-                  f"{100 * values['cell_accuracy']:>9.2f}%{values['puzzles_per_second']:>11.1f}")
+                  f"{100 * values['cell_accuracy']:>9.2f}%")
+    for name, per_loop in record["results"].items():
+        values = next(iter(per_loop.values()))
+        print(f"{name}: one trajectory per puzzle to T={max(args.loops)}, {values['seconds']:.1f} s "
+              f"({values['puzzles_per_second']:.1f} puzzles/s)")
     if args.json:
         from .._io import atomic_write_text
 

@@ -223,6 +223,28 @@ class ItrSAForSudoku(PreTrainedModel):
             out.append(torch.where(chunk > 0, chunk, digits))
         return torch.cat(out)
 
+    @torch.no_grad()
+    def solve_along(self, puzzles, loops=(16, 32, 64, 128), batch_size: int = 500) -> dict:
+        """Complete puzzles at several loop counts from one trajectory each: ``{T: [N, 81]}``, givens kept.
+
+        The same numbers as ``solve(puzzles, loops=T)`` for every ``T``, for the cost of ``max(loops)`` loops rather
+        than their sum: the state is read out whenever the run passes a requested ``T``.
+        """
+        counts = _loop_counts(loops)
+        input_ids = _as_puzzle_tensor(puzzles).to(self.device)
+        out = {count: [] for count in counts}
+        for start in range(0, input_ids.shape[0], batch_size):
+            chunk = input_ids[start : start + batch_size]
+            injection = self.injection(chunk)
+            x, done = self.initial_state(injection), 0
+            for count in counts:
+                for _ in range(count - done):
+                    x = self.step(x, injection)
+                done = count
+                digits = self.readout(self.head_norm(x)).argmax(-1) + 1
+                out[count].append(torch.where(chunk > 0, chunk, digits))
+        return {count: torch.cat(parts) if parts else input_ids.clone() for count, parts in out.items()}
+
     def loop_map(self, input_ids):
         """The exact recurrence on these puzzles as a `jacobiscope.LoopedMap` (``batch_dims=1``, state
         ``[81, dim]``, ``x0`` the initial state, a drive for the pseudo-energy)."""
@@ -318,3 +340,11 @@ def _is_solution(grids: torch.Tensor) -> torch.Tensor:
     rows, columns = one_hot.sum(2), one_hot.sum(1)
     boxes = one_hot.reshape(-1, 3, 3, 3, 3, 9).sum(dim=(2, 4)).reshape(-1, 9, 9)
     return torch.stack([rows, columns, boxes], 1).eq(1).flatten(1).all(1)
+
+
+def _loop_counts(loops) -> list[int]:
+    """Sorted distinct loop counts, each a positive int."""
+    counts = [loops] if isinstance(loops, int) else list(loops)
+    if not counts or any(isinstance(c, bool) or not isinstance(c, int) or c < 1 for c in counts):
+        raise ValueError(f"loops must be positive ints (one or several), got {loops!r}.")
+    return sorted(set(counts))
