@@ -90,3 +90,18 @@ def test_predict_along_and_per_puzzle_records():
         assert record["rounds_naked"] == sudoku.propagation_rounds(train["puzzle"][index])
     scores = evaluate_sudoku(model, puzzles, solutions, loops=[2, 3], predictions=predictions)
     assert scores[3]["board_accuracy"] == pytest.approx(sum(3 in r["solved_at"] for r in records) / 9)
+
+
+def test_time_budget_stops_with_a_checkpoint_and_bf16_trains_fp32_weights(tmp_path):
+    recipe = SudokuRecipe(arch="itrsa", hidden_size=16, num_heads=2, loops=2, batch_size=8, max_steps=50,
+                          warmup_steps=0, train_limit=32, eval_limit=4, save_steps=100, logging_steps=1, ema_beta=0.0,
+                          augment=False, max_seconds=0.0, bf16=True)
+    summary = train_sudoku(recipe, tmp_path / "run", progress=False)
+    assert summary["steps"] == 1  # the budget was spent after the first step: stop there, saved
+    assert (tmp_path / "run" / "checkpoint-1" / "trainer_state.json").exists()
+    model = type(build_model(recipe)).from_pretrained(tmp_path / "run" / "final")
+    assert all(p.dtype == torch.float32 for p in model.parameters())
+    recipe.max_seconds = None
+    recipe.max_steps = 3
+    resumed = train_sudoku(recipe, tmp_path / "run", progress=False)
+    assert resumed["resumed_from"].endswith("checkpoint-1") and resumed["steps"] == 3

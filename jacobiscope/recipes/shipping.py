@@ -48,13 +48,14 @@ def _dynamics_on(model, puzzles, loops: int) -> dict:
 
 
 def measure_checkpoint(model, *, loops=(16, 32, 64, 128), votes=(1,), ood_limit: int = 2000, data_path=None,
-                       dynamics_puzzles: int = 16, vote_limit: int = 200) -> dict:
-    """Board accuracy per loop count (and votes) on the full ID test set and the first ``ood_limit`` RRN puzzles,
-    the accuracy on the CI check slice, and the loop's dynamics on ID puzzles."""
+                       dynamics_puzzles: int = 16, vote_limit: int = 200, id_limit: int | None = None) -> dict:
+    """Board accuracy per loop count (and votes) on the ID test set (all 1,000, or the first ``id_limit``) and the
+    first ``ood_limit`` RRN puzzles, the accuracy on the CI check slice, and the loop's dynamics on ID puzzles.
+    Runs on the model's device."""
     from ..data import sudoku as data
     from .sudoku import evaluate_sudoku
 
-    _, id_test = data.satnet_splits(data_path)
+    _, id_test = data.satnet_splits(data_path, limit=id_limit)
     ood = data.rrn_test(data_path, limit=ood_limit)
     results = {"id": {}, "ood": {}, "loops_trained": int(model.config.loops)}
     for name, dataset in (("id", id_test), ("ood", ood)):
@@ -65,17 +66,19 @@ def measure_checkpoint(model, *, loops=(16, 32, 64, 128), votes=(1,), ood_limit:
             count = len(puzzles) if vote_count == 1 else min(vote_limit, len(puzzles))
             per_loop = evaluate_sudoku(model, puzzles[:count], solutions[:count], loops=loops, votes=vote_count)
             results[name][f"votes={vote_count}"] = {str(k): {**v, "puzzles": count} for k, v in per_loop.items()}
-    check = id_test.select(range(CHECK_SLICE))
+    check = id_test.select(range(min(CHECK_SLICE, len(id_test))))
     check_puzzles = data.to_tensor(list(check["puzzle"]))
     check_solutions = data.to_tensor(list(check["solution"]))
     prediction = model.solve(check_puzzles, loops=int(model.config.loops))
-    results["check_slice"] = {"rows": f"SATNet 9000-{9000 + CHECK_SLICE - 1}", "loops": int(model.config.loops),
+    results["check_slice"] = {"rows": f"SATNet 9000-{9000 + len(check) - 1}", "loops": int(model.config.loops),
                               "board_accuracy": data.board_accuracy(prediction, check_puzzles, check_solutions)}
-    results["dynamics_id"] = _dynamics_on(model, data.to_tensor(list(id_test.select(range(dynamics_puzzles))["puzzle"])),
-                                          int(model.config.loops))
+    dynamics_rows = id_test.select(range(min(dynamics_puzzles, len(id_test))))
+    results["dynamics_id"] = _dynamics_on(model, data.to_tensor(list(dynamics_rows["puzzle"])), int(model.config.loops))
     results["ood_rows"] = f"RRN test rows 0-{ood_limit - 1} (of 18,000)"
     results["measured"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    results["machine"] = f"{platform.machine()}, torch {torch.__version__}, {torch.get_num_threads()} threads"
+    device = next(model.parameters()).device
+    where = torch.cuda.get_device_name(device) if device.type == "cuda" else f"{torch.get_num_threads()} CPU threads"
+    results["machine"] = f"{platform.machine()}, torch {torch.__version__}, {where}"
     return results
 
 
@@ -160,7 +163,8 @@ minus a small margin.
 
 def ship_checkpoint(source, name: str, *, description: str, limitations: list[str], loops=(16, 32, 64, 128),
                     votes=(1,), ood_limit: int = 2000, destination=None, training: dict | None = None,
-                    vote_limit: int = 200) -> Path:
+                    vote_limit: int = 200, id_limit: int | None = None, device=None,
+                    dynamics_puzzles: int = 16) -> Path:
     """Copy a trained checkpoint into ``hub_configs/<name>`` (or ``destination``), measure it, write results.json
     and the model card, and add the code + ``auto_map`` for Hub users."""
     from ..hub import load_pretrained, prepare_for_hub
@@ -175,7 +179,10 @@ def ship_checkpoint(source, name: str, *, description: str, limitations: list[st
     for file in ("config.json", "model.safetensors"):
         shutil.copy2(source / file, staging / file)
     model = load_pretrained(staging).eval()
-    results = measure_checkpoint(model, loops=loops, votes=votes, ood_limit=ood_limit, vote_limit=vote_limit)
+    if device is not None:
+        model = model.to(device)
+    results = measure_checkpoint(model, loops=loops, votes=votes, ood_limit=ood_limit, vote_limit=vote_limit,
+                                 id_limit=id_limit, dynamics_puzzles=dynamics_puzzles)
     recipe_path = source.parent / "recipe.json"
     recipe = json.loads(recipe_path.read_text()) if recipe_path.exists() else {}
     atomic_write_text(staging / "results.json", json.dumps(results, indent=1))

@@ -67,6 +67,11 @@ class SudokuRecipe:
     validation_givens: tuple = (31, 42)
     validation_seed: int = 20_261_201
     validation_loops: list | None = None
+    # Stop (and save) once training has run this many seconds in this process: a run that must end inside a session
+    # or a GPU lease ends with a checkpoint, and the next call resumes from it. None: no limit.
+    max_seconds: float | None = None
+    # Mixed precision: bf16 autocast (CPU with AMX, or GPU); the weights and the optimizer stay in fp32.
+    bf16: bool = False
     save_steps: int = 500
     logging_steps: int = 50
     # Regularizers (any non-zero weight trains with SpectralRegTrainer; see SpectralRegTrainingArguments).
@@ -181,6 +186,23 @@ class EMACallback(TrainerCallback):
             state = model.state_dict()
             for name, value in self.shadow.items():
                 state[name].copy_(value)
+
+
+class TimeBudgetCallback(TrainerCallback):
+    """Ends training, with a checkpoint, once ``seconds`` of training have passed in this process."""
+
+    def __init__(self, seconds: float):
+        self.seconds = float(seconds)
+        self.started: float | None = None
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.started = time.perf_counter()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.started is not None and time.perf_counter() - self.started >= self.seconds:
+            control.should_training_stop = True
+            control.should_save = True
+        return control
 
 
 class LoopCountCollator:
@@ -329,8 +351,10 @@ def train_sudoku(recipe: SudokuRecipe, out_dir, *, resume: bool = True, data_pat
         remove_unused_columns=False,
         dataloader_num_workers=0,
         disable_tqdm=not progress,
+        bf16=recipe.bf16,
     )
-    callbacks = [c for c in (ema, accuracy) if c is not None]
+    budget = TimeBudgetCallback(recipe.max_seconds) if recipe.max_seconds is not None else None
+    callbacks = [c for c in (ema, accuracy, budget) if c is not None]
     trainer = trainer_class(model=model, args=args, train_dataset=train_set, callbacks=callbacks,
                             data_collator=LoopCountCollator(low, high, seed=recipe.seed))
     checkpoint = _latest_checkpoint(out_dir) if resume else None
