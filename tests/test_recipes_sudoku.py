@@ -105,3 +105,42 @@ def test_time_budget_stops_with_a_checkpoint_and_bf16_trains_fp32_weights(tmp_pa
     recipe.max_steps = 3
     resumed = train_sudoku(recipe, tmp_path / "run", progress=False)
     assert resumed["resumed_from"].endswith("checkpoint-1") and resumed["steps"] == 3
+
+
+def test_general_training_puzzles_are_cached_resumable_and_leak_free(tmp_path, monkeypatch):
+    from jacobiscope.recipes import sudoku as recipes
+
+    monkeypatch.setattr(recipes, "GENERAL_PART_ROWS", 4)
+    recipe = SudokuRecipe(general_puzzles=10, general_givens=(30, 40), eval_limit=3)
+    first = recipes.general_training_puzzles(recipe, tmp_path, progress=False)
+    parts = sorted((tmp_path / "general").glob("part-*.csv.xz"))
+    assert [p.name for p in parts] == ["part-00000.csv.xz", "part-00001.csv.xz", "part-00002.csv.xz"]
+    assert len(first) == 10 and all(30 <= 81 - p.count("0") <= 40 for p in first["puzzle"])
+    assert all(sudoku.count_solutions(p) == 1 for p in first["puzzle"][:3])
+    # A lost part is regenerated identically (one seed per part); the others are read back, not regenerated.
+    parts[1].unlink()
+    stamp = parts[0].stat().st_mtime_ns
+    again = recipes.general_training_puzzles(recipe, tmp_path, progress=False)
+    assert list(again["puzzle"]) == list(first["puzzle"]) and parts[0].stat().st_mtime_ns == stamp
+    report = json.loads((tmp_path / "general" / "leakage.json").read_text())
+    assert report == {"generated": 10, "dropped": 0, "checked_against": ["SATNet test", "RRN test", "validation"]}
+    # A part that holds an RRN test grid (digits relabelled) is caught and dropped.
+    rrn = sudoku.rrn_test(limit=1)
+    leaked_solution = rrn[0]["solution"].translate(str.maketrans("123456789", "234567891"))
+    leaked_puzzle = "".join(s if p != "0" else "0" for p, s in zip(rrn[0]["puzzle"], leaked_solution))
+    import lzma
+    parts[2].write_bytes(lzma.compress(f"{leaked_puzzle},{leaked_solution}\n{first[9]['puzzle']},{first[9]['solution']}\n".encode()))
+    cleaned = recipes.general_training_puzzles(recipe, tmp_path, progress=False)
+    assert leaked_solution not in list(cleaned["solution"]) and len(cleaned) == 9
+    assert json.loads((tmp_path / "general" / "leakage.json").read_text())["dropped"] == 1
+
+
+def test_general_regime_trains_on_generated_and_satnet_rows(tmp_path):
+    recipe = SudokuRecipe(arch="itrsa", hidden_size=16, num_heads=2, loops=2, batch_size=8, max_steps=2,
+                          warmup_steps=0, train_limit=8, eval_limit=2, save_steps=2, logging_steps=1, ema_beta=0.0,
+                          train_data="general", general_puzzles=6, general_givens=(36, 40))
+    summary = train_sudoku(recipe, tmp_path / "run", progress=False)
+    assert summary["steps"] == 2
+    assert json.loads((tmp_path / "run" / "general" / "leakage.json").read_text())["generated"] == 6
+    with pytest.raises(ValueError, match="train_data must be"):
+        train_sudoku(SudokuRecipe(train_data="rrn", max_steps=1, eval_limit=2), tmp_path / "bad", progress=False)

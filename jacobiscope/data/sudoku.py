@@ -46,6 +46,8 @@ __all__ = [
     "solve",
     "count_solutions",
     "propagation_rounds",
+    "grid_key",
+    "shared_grids",
     "generate",
     "generate_many",
     "relabelled_rows",
@@ -446,6 +448,46 @@ def propagation_rounds(puzzle, *, hidden_singles: bool = False) -> int | None:
             cells[i] = digit
         rounds += 1
     return rounds
+
+
+def grid_key(grid) -> str:
+    """A key of a full grid that is the same for every relabelling of its digits and for its transpose.
+
+    Example::
+
+        >>> from jacobiscope.data import sudoku
+        >>> grid = "678312945153649782942875136265731894394286571781594623529468317417953268836127459"
+        >>> relabelled = grid.translate(str.maketrans("123456789", "912345678"))
+        >>> transposed = "".join(grid[c * 9 + r] for r in range(9) for c in range(9))
+        >>> sudoku.grid_key(grid) == sudoku.grid_key(relabelled) == sudoku.grid_key(transposed)
+        True
+
+    Two puzzles whose solutions share a key come from the same base grid up to those symmetries, which is how a
+    test puzzle leaks into training data built from it (`shared_grids`). Band, stack, row and column permutations
+    are not folded in: that canonical form needs a search over 3,359,232 grid symmetries per grid.
+    """
+    cells = _parse(grid, "grid")
+    candidates = []
+    for order in (cells, [cells[c * 9 + r] for r in range(9) for c in range(9)]):
+        names: dict[int, str] = {}
+        candidates.append("".join(names.setdefault(v, str(len(names) + 1)) if v else "0" for v in order))
+    return min(candidates)
+
+
+def shared_grids(grids, others) -> list[int]:
+    """Indices of ``grids`` whose `grid_key` also occurs among ``others``: the leakage check between a training set
+    and a test set (pass their solutions).
+
+    Example::
+
+        >>> from jacobiscope.data import sudoku
+        >>> _, (a, b) = sudoku.generate_many(2, givens=40, seed=0)
+        >>> sudoku.shared_grids([a, b], [b.translate(str.maketrans("12", "21"))])
+        [1]
+    """
+    keys = {grid_key(grid) for grid in (to_strings(others) if isinstance(others, torch.Tensor) else others)}
+    grids = to_strings(grids) if isinstance(grids, torch.Tensor) else list(grids)
+    return [index for index, grid in enumerate(grids) if grid_key(grid) in keys]
 
 
 def _as_rng(generator) -> random.Random:

@@ -17,7 +17,7 @@ from transformers import Trainer, TrainerCallback, TrainingArguments
 from .._io import atomic_write_text
 
 __all__ = ["SudokuRecipe", "train_sudoku", "evaluate_sudoku", "predict_along", "puzzle_records", "EMACallback",
-           "build_model", "LoopCountCollator", "validation_puzzles"]
+           "build_model", "LoopCountCollator", "validation_puzzles", "general_training_puzzles", "TimeBudgetCallback"]
 
 
 @dataclass
@@ -70,6 +70,12 @@ class SudokuRecipe:
     # Stop (and save) once training has run this many seconds in this process: a run that must end inside a session
     # or a GPU lease ends with a checkpoint, and the next call resumes from it. None: no limit.
     max_seconds: float | None = None
+    # Training data: "satnet" (rows 0-8999, the AKOrN / paper protocol) or "general" (`general_puzzles` puzzles from
+    # the library's generator, givens drawn from `general_givens`, plus SATNet rows 0-8999; cached in the run folder).
+    train_data: str = "satnet"
+    general_puzzles: int = 30_000
+    general_givens: tuple = (22, 45)
+    general_seed: int = 7
     # Mixed precision: bf16 autocast (CPU with AMX, or GPU); the weights and the optimizer stay in fp32.
     bf16: bool = False
     save_steps: int = 500
@@ -205,6 +211,54 @@ class TimeBudgetCallback(TrainerCallback):
         return control
 
 
+GENERAL_PART_ROWS = 1000
+
+
+def general_training_puzzles(recipe: SudokuRecipe, folder, *, progress: bool | None = None):
+    """The generated part of the "general" training data: ``recipe.general_puzzles`` unique puzzles, givens drawn
+    uniformly from ``recipe.general_givens``, as a Dataset; written to ``folder/general/part-*.csv.xz`` in parts of
+    1,000 (atomically), so an interrupted generation resumes where it stopped and a resumed run reads the same puzzles.
+
+    Puzzles whose base grid (`jacobiscope.data.sudoku.grid_key`) occurs in a test set (SATNet test rows, RRN test) or
+    among the validation puzzles are dropped; their count is written to ``folder/general/leakage.json``.
+    """
+    import lzma
+
+    from .._io import atomic_write_bytes
+    from .._progress import progress_bar
+    from ..data import sudoku as data
+
+    parts_dir = Path(folder) / "general"
+    parts_dir.mkdir(parents=True, exist_ok=True)
+    parts = -(-recipe.general_puzzles // GENERAL_PART_ROWS)
+    low, high = (int(v) for v in recipe.general_givens)
+    with progress_bar(recipe.general_puzzles, "generating training puzzles", unit="puzzle",
+                      enabled=False if progress is False else None) as bar:
+        for part in range(parts):
+            path = parts_dir / f"part-{part:05d}.csv.xz"
+            rows = min(GENERAL_PART_ROWS, recipe.general_puzzles - part * GENERAL_PART_ROWS)
+            if not path.exists():
+                # One seed per part: the parts are the same whichever session generates them.
+                puzzles, solutions = data.generate_many(rows, givens=(low, high), seed=recipe.general_seed * 100_003 + part)
+                text = "".join(f"{p},{q}\n" for p, q in zip(puzzles, solutions))
+                atomic_write_bytes(path, lzma.compress(text.encode()))
+            bar.update(rows)
+    frames = [data.load_csv(parts_dir / f"part-{part:05d}.csv.xz", header=False) for part in range(parts)]
+    from datasets import concatenate_datasets
+
+    generated = concatenate_datasets(frames)
+    _, satnet_test = data.satnet_splits()
+    forbidden = list(satnet_test["solution"]) + list(data.rrn_test()["solution"])
+    forbidden += data.to_strings(validation_puzzles(recipe)[1])
+    leaked = set(data.shared_grids(list(generated["solution"]), forbidden))
+    atomic_write_text(parts_dir / "leakage.json", json.dumps({"generated": len(generated), "dropped": len(leaked),
+                                                              "checked_against": ["SATNet test", "RRN test",
+                                                                                  "validation"]}))
+    if leaked:
+        generated = generated.select([i for i in range(len(generated)) if i not in leaked])
+    return generated
+
+
 class LoopCountCollator:
     """Batches Sudoku rows and draws the batch's loop count uniformly from ``[low, high]``.
 
@@ -313,6 +367,12 @@ def train_sudoku(recipe: SudokuRecipe, out_dir, *, resume: bool = True, data_pat
     train_set, _ = data.satnet_splits(data_path, limit=None)  # the test rows are never read here
     if recipe.train_limit is not None:
         train_set = train_set.select(range(min(recipe.train_limit, len(train_set))))
+    if recipe.train_data == "general":
+        from datasets import concatenate_datasets
+
+        train_set = concatenate_datasets([general_training_puzzles(recipe, out_dir, progress=progress), train_set])
+    elif recipe.train_data != "satnet":
+        raise ValueError(f"train_data must be 'satnet' or 'general', got {recipe.train_data!r}.")
     if recipe.augment:
         train_set = data.augmented_dataset(train_set, seed=recipe.seed)
     else:
