@@ -74,8 +74,8 @@ def main() -> None:
                                               f"{summary['device']}) under a wall-clock budget, not the repository's "
                                               "full 100 epochs."],
                                  votes=(1, 16) if specific["arch"] == "akorn" else (1,),
-                                 loops=(2, 3) if options.tiny else (16, 32, 64, 128),
-                                 dynamics_puzzles=2 if options.tiny else 16,
+                                 loops=(2, 3) if options.tiny else (16, 17, 32, 33, 64, 65, 128, 129),
+                                 dynamics_puzzles=2 if options.tiny else 16, fresh_limit=10 if options.tiny else 1000,
                                  ood_limit=20 if options.tiny else options.ood, vote_limit=8 if options.tiny else 200,
                                  id_limit=40 if options.tiny else None, destination=out / name,
                                  training={"summary": f"{trained['steps']} steps, batch {recipe.batch_size}, "

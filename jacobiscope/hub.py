@@ -36,9 +36,17 @@ class HubError(JacobiscopeError, ValueError):
 
 
 def shipped_checkpoints() -> dict[str, Path]:
-    """Short name -> folder of every checkpoint shipped with jacobiscope (folders holding a config.json)."""
+    """Short name -> folder of every checkpoint shipped with jacobiscope: each folder of ``hub_configs/`` holding a
+    config.json, and one level down in a folder that holds none (``zoo/itrsa-heads-1``)."""
     root = shipped_folder("hub_configs")
-    return {path.name: path for path in sorted(root.iterdir()) if (path / "config.json").is_file()}
+    found = {}
+    for path in sorted(root.iterdir()):
+        if (path / "config.json").is_file():
+            found[path.name] = path
+        elif path.is_dir():
+            found.update({f"{path.name}/{sub.name}": sub for sub in sorted(path.iterdir())
+                          if (sub / "config.json").is_file()})
+    return found
 
 
 def resolve_checkpoint(name_or_path) -> str:

@@ -146,7 +146,7 @@ def test_missing_data(capsys, tmp_path, monkeypatch):
     monkeypatch.setenv(sudoku.ENV_VAR, str(tmp_path / "gone"))
     assert_user_error(["sudoku", "eval", "itrsa-sudoku", "--split", "ood"], capsys, "JACOBISCOPE_SUDOKU_DATA")
     assert_user_error(["sudoku", "eval", "itrsa-sudoku", "--split", "id,hard.csv"], capsys,
-                      "--split 'hard.csv' is neither id, ood nor an existing csv file")
+                      "--split 'hard.csv' is neither id, ood, fresh nor an existing csv file")
 
 
 def test_arguments_are_checked_before_the_model_is_loaded(capsys, monkeypatch, tmp_path):

@@ -290,11 +290,16 @@ def sudoku_eval(args) -> int:
             splits["id"] = lambda: data.satnet_splits(args.data)[1]
         elif split == "ood":
             splits["ood"] = lambda: data.rrn_test(args.data)
+        elif split == "fresh":
+            from ..recipes.shipping import FRESH_GIVENS, FRESH_SEED
+
+            splits["fresh"] = lambda: data.to_dataset(*data.generate_many(args.limit or 1000, givens=FRESH_GIVENS,
+                                                                          seed=FRESH_SEED))
         elif Path(split).is_file():
             splits[Path(split).name] = lambda split=split: data.load_csv(split)
         else:
-            raise UsageError(f"--split {split!r} is neither id, ood nor an existing csv file",
-                             "use id, ood, or the path of a puzzle,solution csv")
+            raise UsageError(f"--split {split!r} is neither id, ood, fresh nor an existing csv file",
+                             "use id, ood, fresh, or the path of a puzzle,solution csv")
     location = locate_model(args.model)
     # Data first: a missing or malformed file fails before the model is loaded.
     loaded = {name: load() for name, load in splits.items()}
@@ -345,7 +350,7 @@ def hub_list(args) -> int:
 
     for name, folder in shipped_checkpoints().items():
         config = json.loads((folder / "config.json").read_text())
-        print(f"{name}\t{config.get('model_type', '?')}\t{folder.parent.name}/{folder.name}")
+        print(f"{name}\t{config.get('model_type', '?')}\thub_configs/{name}")
     return 0
 
 

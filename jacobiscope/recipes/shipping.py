@@ -17,6 +17,10 @@ __all__ = ["measure_checkpoint", "write_model_card", "ship_checkpoint", "CHECK_S
 
 #: The fixed slice of the SATNet ID test set that the CI check re-measures: rows 9000-9199.
 CHECK_SLICE = 200
+#: Loop counts every card reports: odd and even alike, so a parity-dependent model shows.
+CARD_LOOPS = (16, 17, 32, 33, 64, 65, 128, 129)
+#: Fresh puzzles of every card: the library's generator, SATNet's range of givens, a seed used nowhere else.
+FRESH_GIVENS, FRESH_SEED = (31, 42), 314_159
 
 
 def _dynamics_on(model, puzzles, loops: int) -> dict:
@@ -47,18 +51,20 @@ def _dynamics_on(model, puzzles, loops: int) -> dict:
     }
 
 
-def measure_checkpoint(model, *, loops=(16, 32, 64, 128), votes=(1,), ood_limit: int = 2000, data_path=None,
-                       dynamics_puzzles: int = 16, vote_limit: int = 200, id_limit: int | None = None) -> dict:
-    """Board accuracy per loop count (and votes) on the ID test set (all 1,000, or the first ``id_limit``) and the
-    first ``ood_limit`` RRN puzzles, the accuracy on the CI check slice, and the loop's dynamics on ID puzzles.
-    Runs on the model's device."""
+def measure_checkpoint(model, *, loops=CARD_LOOPS, votes=(1,), ood_limit: int = 2000, data_path=None,
+                       dynamics_puzzles: int = 16, vote_limit: int = 200, id_limit: int | None = None,
+                       fresh_limit: int = 1000) -> dict:
+    """Board accuracy per loop count (and votes) on the ID test set (all 1,000, or the first ``id_limit``), the
+    first ``ood_limit`` RRN puzzles and ``fresh_limit`` fresh generated puzzles (31-42 givens, unique solutions),
+    the accuracy on the CI check slice, and the loop's dynamics on ID puzzles. Runs on the model's device."""
     from ..data import sudoku as data
     from .sudoku import evaluate_sudoku
 
     _, id_test = data.satnet_splits(data_path, limit=id_limit)
     ood = data.rrn_test(data_path, limit=ood_limit)
-    results = {"id": {}, "ood": {}, "loops_trained": int(model.config.loops)}
-    for name, dataset in (("id", id_test), ("ood", ood)):
+    fresh = data.to_dataset(*data.generate_many(fresh_limit, givens=FRESH_GIVENS, seed=FRESH_SEED))
+    results = {"id": {}, "ood": {}, "fresh": {}, "loops_trained": int(model.config.loops)}
+    for name, dataset in (("id", id_test), ("ood", ood), ("fresh", fresh)):
         puzzles = data.to_tensor(list(dataset["puzzle"]))
         solutions = data.to_tensor(list(dataset["solution"]))
         for vote_count in votes:
@@ -75,6 +81,8 @@ def measure_checkpoint(model, *, loops=(16, 32, 64, 128), votes=(1,), ood_limit:
     dynamics_rows = id_test.select(range(min(dynamics_puzzles, len(id_test))))
     results["dynamics_id"] = _dynamics_on(model, data.to_tensor(list(dynamics_rows["puzzle"])), int(model.config.loops))
     results["ood_rows"] = f"RRN test rows 0-{ood_limit - 1} (of 18,000)"
+    results["fresh_rows"] = (f"{fresh_limit} fresh puzzles from jacobiscope's generator ({FRESH_GIVENS[0]}-"
+                             f"{FRESH_GIVENS[1]} givens, unique solutions, seed {FRESH_SEED})")
     results["measured"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     device = next(model.parameters()).device
     where = torch.cuda.get_device_name(device) if device.type == "cuda" else f"{torch.get_num_threads()} CPU threads"
@@ -91,6 +99,21 @@ def _table(results: dict, split: str) -> str:
         label = votes.split("=")[1] + (f" (first {count} puzzles)" if votes != "votes=1" and count else "")
         lines.append(f"| {label} | {cells} |")
     return "\n".join(lines)
+
+
+def _training_data(recipe: dict) -> str:
+    if recipe.get("train_data") == "general":
+        low, high = recipe.get("general_givens", (22, 45))
+        return (f"{recipe.get('general_puzzles')} puzzles from jacobiscope's generator ({low}-{high} givens, unique "
+                "solutions; none shares a base grid with the SATNet test, RRN test or validation puzzles) plus SATNet "
+                "Sudoku rows 0-8999")
+    return "SATNet Sudoku rows 0-8999 only (the AKOrN / paper protocol; no test puzzle used for training or tuning)"
+
+
+def _fresh_section(results: dict) -> str:
+    if not results.get("fresh"):
+        return ""
+    return f"\nFresh puzzles, {results['fresh_rows']}:\n\n{_table(results, 'fresh')}\n"
 
 
 def write_model_card(folder, *, name: str, recipe: dict, results: dict, training: dict, description: str,
@@ -127,7 +150,7 @@ carries its own modeling code).
 {json.dumps(recipe, indent=1)}
 ```
 
-Training data: SATNet Sudoku rows 0-8999 only{', with random symmetry augmentation (digit relabelling, band/stack/row/column permutations, transposition) drawn afresh every epoch' if recipe.get('augment') else ''}.
+Training data: {_training_data(recipe)}{', with random symmetry augmentation (digit relabelling, band/stack/row/column permutations, transposition) drawn afresh every epoch' if recipe.get('augment') else ''}.
 Trained with `jacobiscope sudoku train` on `transformers.Trainer`: {training.get('summary', '')}
 
 ## Results (board accuracy: a board counts only if every blank is right)
@@ -141,7 +164,7 @@ In-distribution, SATNet test rows 9000-9999 (1,000 puzzles):
 Out-of-distribution, {results['ood_rows']}, 17-34 givens:
 
 {_table(results, 'ood')}
-
+{_fresh_section(results)}
 CI check: board accuracy {100 * results['check_slice']['board_accuracy']:.1f}% on {results['check_slice']['rows']} at
 T={results['check_slice']['loops']}; the test suite reloads this checkpoint by name and requires at least this figure
 minus a small margin.
@@ -161,10 +184,10 @@ minus a small margin.
     return folder / "README.md"
 
 
-def ship_checkpoint(source, name: str, *, description: str, limitations: list[str], loops=(16, 32, 64, 128),
+def ship_checkpoint(source, name: str, *, description: str, limitations: list[str], loops=CARD_LOOPS,
                     votes=(1,), ood_limit: int = 2000, destination=None, training: dict | None = None,
                     vote_limit: int = 200, id_limit: int | None = None, device=None,
-                    dynamics_puzzles: int = 16) -> Path:
+                    dynamics_puzzles: int = 16, fresh_limit: int = 1000) -> Path:
     """Copy a trained checkpoint into ``hub_configs/<name>`` (or ``destination``), measure it, write results.json
     and the model card, and add the code + ``auto_map`` for Hub users."""
     from ..hub import load_pretrained, prepare_for_hub
@@ -182,7 +205,7 @@ def ship_checkpoint(source, name: str, *, description: str, limitations: list[st
     if device is not None:
         model = model.to(device)
     results = measure_checkpoint(model, loops=loops, votes=votes, ood_limit=ood_limit, vote_limit=vote_limit,
-                                 id_limit=id_limit, dynamics_puzzles=dynamics_puzzles)
+                                 id_limit=id_limit, dynamics_puzzles=dynamics_puzzles, fresh_limit=fresh_limit)
     recipe_path = source.parent / "recipe.json"
     recipe = json.loads(recipe_path.read_text()) if recipe_path.exists() else {}
     atomic_write_text(staging / "results.json", json.dumps(results, indent=1))

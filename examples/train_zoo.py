@@ -1,0 +1,107 @@
+"""Train and ship the zoo of reference-model variants, each differing from its family's base in one thing.
+
+    python examples/train_zoo.py --budget 3000              # train what is unfinished for at most 50 minutes
+    python examples/train_zoo.py --only itrsa-heads-1 akorn-n8
+    python examples/train_zoo.py --table                     # print the README table of the shipped variants
+
+The variants and their bases are `examples/recipes/zoo.json`. Runs live in `runs/zoo/<name>` and resume where they
+stopped (checkpoints every `save_steps`; a run stops cleanly when the budget is spent, so a session can end at any
+time). A variant whose run reached its `max_steps` is measured (ID: all 1,000 SATNet test puzzles; OOD: the first
+2,000 RRN puzzles; 1,000 fresh generated puzzles; T = 16/17/32/33/64/65/128/129; the loop's max Lyapunov exponent
+and Jacobian norm on ID puzzles) and shipped to `hub_configs/zoo/<name>/` with its card.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+ZOO = json.loads((ROOT / "examples" / "recipes" / "zoo.json").read_text())
+
+
+def recipe_for(name: str, **overrides):
+    """The variant's recipe: its family's base, then ``overrides`` (budget, a tiny stand-in), then its one change."""
+    from jacobiscope.recipes.sudoku import SudokuRecipe
+
+    family, changes = ZOO["variants"][name]
+    return SudokuRecipe(**{**ZOO["bases"][family], **overrides, **changes})
+
+
+def describe(name: str) -> str:
+    family, changes = ZOO["variants"][name]
+    change = ", ".join(f"{key}={value}" for key, value in changes.items()) or "none (the base)"
+    return (f"A zoo variant of the reference {'ItrSA' if family == 'itrsa' else 'AKOrN'} Sudoku solver: the family's "
+            f"base recipe with one change: {change}. Same data (SATNet rows 0-8999), budget and seed as every other "
+            "variant of the family, so differences in the results below come from that change.")
+
+
+def train(names: list[str], budget: float, runs: Path, ship_dir: Path, overrides: dict, measure: dict) -> None:
+    from jacobiscope.recipes.shipping import ship_checkpoint
+    from jacobiscope.recipes.sudoku import train_sudoku
+
+    deadline = time.monotonic() + budget
+    for name in names:
+        if (ship_dir / name / "results.json").exists():
+            continue
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        recipe = recipe_for(name, max_seconds=left, **overrides)
+        summary = train_sudoku(recipe, runs / name, progress=False)
+        print(f"[zoo] {name}: step {summary['steps']} of {recipe.max_steps}", flush=True)
+        if summary["steps"] < recipe.max_steps:
+            break  # out of budget: the next call resumes this run
+        ship_checkpoint(runs / name / "best", f"zoo/{name}", description=describe(name),
+                        limitations=["A small CPU-trained variant for comparisons within the zoo, not a best model."],
+                        destination=ship_dir / name, training={"summary": f"{summary['steps']} steps"}, **measure)
+        print(f"[zoo] shipped {name}", flush=True)
+
+
+def table(ship_dir: Path) -> str:
+    rows = ["| variant | change | ID T=16 / 32 / 33 / 128 | RRN T=16 / 32 / 33 / 128 | fresh T=16 / 32 / 33 / 128 | "
+            "max Lyapunov | ||J|| at T |", "|---|---|---|---|---|---|---|"]
+    for name in ZOO["variants"]:
+        path = ship_dir / name / "results.json"
+        if not path.exists():
+            continue
+        results = json.loads(path.read_text())
+        cells = []
+        for split in ("id", "ood", "fresh"):
+            per_loop = results[split]["votes=1"]
+            cells.append(" / ".join(f"{100 * per_loop[t]['board_accuracy']:.1f}" for t in ("16", "32", "33", "128")
+                                    if t in per_loop))
+        change = ", ".join(f"{k}={v}" for k, v in ZOO["variants"][name][1].items()) or "base"
+        dynamics = results["dynamics_id"]
+        rows.append(f"| `{name}` | {change} | {cells[0]} | {cells[1]} | {cells[2]} | "
+                    f"{dynamics['max_lyapunov_mean']:.3f} | {dynamics['spectral_norm_end_mean']:.2f} |")
+    return "\n".join(rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", nargs="+", choices=sorted(ZOO["variants"]), help="these variants (default: all)")
+    parser.add_argument("--budget", type=float, default=3000.0, help="seconds of training in this call (default 3000)")
+    parser.add_argument("--runs", default=str(ROOT / "runs" / "zoo"), help="run folders (default runs/zoo)")
+    parser.add_argument("--ship-dir", default=str(ROOT / "hub_configs" / "zoo"), help="default hub_configs/zoo")
+    parser.add_argument("--table", action="store_true", help="print the README table of the shipped variants")
+    parser.add_argument("--tiny", action="store_true", help="a 32-channel, 4-step stand-in of each run (tests)")
+    options = parser.parse_args()
+    ship_dir = Path(options.ship_dir)
+    if options.table:
+        print(table(ship_dir))
+        return
+    overrides, measure = {}, {}
+    if options.tiny:
+        overrides = {"hidden_size": 32, "num_heads": 2, "max_steps": 4, "save_steps": 2, "logging_steps": 2,
+                     "eval_limit": 4, "train_limit": 32, "warmup_steps": 0, "loops_min": 2, "loops_max": 3,
+                     "validation_loops": [2]}
+        measure = {"loops": (2, 3, 16, 32, 33, 128), "ood_limit": 10, "id_limit": 10, "fresh_limit": 5,
+                   "dynamics_puzzles": 2, "vote_limit": 2}
+    names = options.only or list(ZOO["variants"])
+    train(names, options.budget, Path(options.runs), ship_dir, overrides, measure)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,51 @@
+"""examples/train_zoo.py: every variant differs from its base in one thing; a tiny run trains, ships and tabulates."""
+import dataclasses
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import jacobiscope
+
+SCRIPT = Path(__file__).resolve().parents[1] / "examples" / "train_zoo.py"
+
+
+def _module():
+    spec = importlib.util.spec_from_file_location("train_zoo", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_each_variant_differs_from_its_base_in_one_thing():
+    zoo = _module()
+    bases = {"itrsa": zoo.recipe_for("itrsa-base"), "akorn": zoo.recipe_for("akorn-n4")}
+    wanted = {"itrsa-heads-1", "itrsa-heads-2", "itrsa-heads-8", "itrsa-e-single", "itrsa-e-multi", "itrsa-no-norm",
+              "itrsa-spec", "akorn-n8", "akorn-n32", "akorn-oscillator-norm", "akorn-spec"}
+    assert wanted <= set(zoo.ZOO["variants"])
+    for name, (family, _) in zoo.ZOO["variants"].items():
+        recipe, base = dataclasses.asdict(zoo.recipe_for(name)), dataclasses.asdict(bases[family])
+        differing = [key for key in recipe if recipe[key] != base[key]]
+        assert len(differing) == (0 if name in ("itrsa-base", "akorn-n4") else 1), (name, differing)
+        zoo.recipe_for(name).model_config()  # a valid model configuration
+        assert base["hidden_size"] % zoo.recipe_for(name).oscillator_dim == 0
+
+
+def test_tiny_zoo_run_ships_a_variant_and_tabulates_it(tmp_path):
+    command = [sys.executable, str(SCRIPT), "--tiny", "--only", "itrsa-heads-1", "--runs", str(tmp_path / "runs"),
+               "--ship-dir", str(tmp_path / "ship")]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    folder = tmp_path / "ship" / "itrsa-heads-1"
+    model = jacobiscope.load_pretrained(folder)
+    assert model.config.num_heads == 1 and model.config.hidden_size == 32
+    results = json.loads((folder / "results.json").read_text())
+    assert {"id", "ood", "fresh"} <= set(results) and "33" in results["id"]["votes=1"]
+    table = subprocess.run([sys.executable, str(SCRIPT), "--table", "--ship-dir", str(tmp_path / "ship")],
+                           capture_output=True, text=True, timeout=120).stdout
+    row = next(line for line in table.splitlines() if "itrsa-heads-1" in line)
+    assert "num_heads=1" in row and f"{results['dynamics_id']['max_lyapunov_mean']:.3f}" in row
+    # Shipped again: skipped, nothing retrained.
+    again = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0 and "[zoo]" not in again.stdout
