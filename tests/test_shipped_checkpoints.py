@@ -11,6 +11,8 @@ from jacobiscope.recipes.shipping import CHECK_SLICE
 
 EXPECTED = ["akorn-sudoku", "itrsa-sudoku"]
 MARGIN = 0.02  # two boards in a hundred: thread-count and BLAS rounding can flip a borderline board
+# Shipped before the cards measured odd loop counts; every other checkpoint must carry check_slice.per_loop.
+BEFORE_ODD_T = {"akorn-sudoku", "itrsa-sudoku"}
 
 
 def test_expected_checkpoints_are_shipped():
@@ -34,6 +36,15 @@ def test_checkpoint_meets_its_model_card(name):
     accuracy = sudoku.board_accuracy(prediction, puzzles, solutions)
     assert accuracy >= results["check_slice"]["board_accuracy"] - MARGIN
     assert f"{100 * results['check_slice']['board_accuracy']:.1f}%" in card
+    # Odd and even loop counts alike, where the card measured them (every checkpoint shipped since odd T was added).
+    per_loop = results["check_slice"].get("per_loop")
+    assert per_loop is not None or name in BEFORE_ODD_T, f"{name}: results.json lacks check_slice.per_loop"
+    if per_loop is not None:
+        recheck = [t for t in (16, 17, 32, 33) if str(t) in per_loop]
+        assert any(t % 2 for t in recheck) and any(t % 2 == 0 for t in recheck), sorted(per_loop)
+        along = model.solve_along(puzzles, loops=recheck)
+        for t in recheck:
+            assert sudoku.board_accuracy(along[t], puzzles, solutions) >= per_loop[str(t)] - MARGIN, t
 
 
 @pytest.mark.parametrize("name", sorted(shipped_checkpoints()))

@@ -76,8 +76,12 @@ def measure_checkpoint(model, *, loops=CARD_LOOPS, votes=(1,), ood_limit: int = 
     check_puzzles = data.to_tensor(list(check["puzzle"]))
     check_solutions = data.to_tensor(list(check["solution"]))
     prediction = model.solve(check_puzzles, loops=int(model.config.loops))
+    along = model.solve_along(check_puzzles, loops=list(loops)) if callable(getattr(model, "solve_along", None)) else {}
     results["check_slice"] = {"rows": f"SATNet 9000-{9000 + len(check) - 1}", "loops": int(model.config.loops),
-                              "board_accuracy": data.board_accuracy(prediction, check_puzzles, check_solutions)}
+                              "board_accuracy": data.board_accuracy(prediction, check_puzzles, check_solutions),
+                              # every card loop count, odd ones included: the CI re-check compares against these
+                              "per_loop": {str(t): data.board_accuracy(grid, check_puzzles, check_solutions)
+                                           for t, grid in sorted(along.items())}}
     dynamics_rows = id_test.select(range(min(dynamics_puzzles, len(id_test))))
     results["dynamics_id"] = _dynamics_on(model, data.to_tensor(list(dynamics_rows["puzzle"])), int(model.config.loops))
     results["ood_rows"] = f"RRN test rows 0-{ood_limit - 1} (of 18,000)"
