@@ -225,3 +225,21 @@ def test_loop_outcome_says_whether_the_grid_is_a_solution(arch):
     broken = solutions.clone()
     broken[0, [0, 1]] = broken[0, [1, 0]]
     assert _is_solution(solutions).tolist() == [True, True] and _is_solution(broken).tolist() == [False, True]
+
+
+@pytest.mark.parametrize("arch", ["itrsa", "akorn"])
+def test_deep_supervision_loss_is_the_mean_over_readouts(arch):
+    model = _tiny(arch)
+    puzzles = _puzzles(2)
+    train, _ = data.satnet_splits(limit=2)
+    labels = data.to_tensor(list(train["solution"]))
+    noise = torch.randn(2, 81, 16) if arch == "akorn" else None
+    extra = {"noise": noise} if arch == "akorn" else {}
+    out = model(puzzles, labels=labels, loops=7, supervise_every=3, return_states=True, **extra)
+    read = (lambda x: model.readout(model.head_norm(x))) if arch == "itrsa" else model.read
+    expected = torch.stack([torch.nn.functional.cross_entropy(read(out.states[t]).reshape(-1, 9), labels.reshape(-1) - 1)
+                            for t in (3, 6, 7)]).mean()
+    assert torch.allclose(out.loss, expected, atol=1e-6)
+    plain = model(puzzles, labels=labels, loops=7, **extra).loss
+    final = torch.nn.functional.cross_entropy(out.logits.reshape(-1, 9), labels.reshape(-1) - 1)
+    assert torch.allclose(plain, final, atol=1e-6)

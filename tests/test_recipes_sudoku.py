@@ -13,7 +13,8 @@ def test_loop_count_collator_draws_every_count_in_range():
     rows = [{"input_ids": torch.zeros(81, dtype=torch.long), "labels": torch.ones(81, dtype=torch.long)}] * 3
     drawn = [collate(rows)["loops"] for _ in range(200)]
     assert set(drawn) == {3, 4, 5, 6}  # odd and even alike, nothing outside the range
-    assert LoopCountCollator(7, 7)(rows)["loops"] == 7
+    assert LoopCountCollator(7, 7)(rows)["loops"] == 7 and "supervise_every" not in LoopCountCollator(7, 7)(rows)
+    assert LoopCountCollator(7, 7, supervise_every=4)(rows)["supervise_every"] == 4
     batch = collate(rows)
     assert batch["input_ids"].shape == (3, 81) and batch["labels"].dtype == torch.long
     with pytest.raises(ValueError, match="loops_min <= loops_max"):

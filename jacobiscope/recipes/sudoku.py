@@ -62,6 +62,8 @@ class SudokuRecipe:
     # model cannot lean on one loop count or its parity; None trains at `loops` only.
     loops_min: int | None = None
     loops_max: int | None = None
+    # Deep supervision: also score the readout after every `supervise_every` loops (None: the last loop only).
+    supervise_every: int | None = None
     # Checkpoint selection on fresh generated puzzles (never on SATNet test or RRN): givens range, seed, and the
     # loop counts whose mean board accuracy is the score (default: [loops]).
     validation_givens: tuple = (31, 42)
@@ -276,10 +278,11 @@ class LoopCountCollator:
     loop counts alike (a fixed T lets it learn, say, a period-2 orbit that is right only at even T).
     """
 
-    def __init__(self, low: int, high: int, seed: int = 0):
+    def __init__(self, low: int, high: int, seed: int = 0, supervise_every: int | None = None):
         import random
 
         self.low, self.high = int(low), int(high)
+        self.supervise_every = supervise_every
         self.rng = random.Random(seed)
 
     def __call__(self, features: list[dict]) -> dict:
@@ -289,6 +292,8 @@ class LoopCountCollator:
             batch["loops"] = self.rng.randint(self.low, self.high)
         else:
             batch["loops"] = self.low
+        if self.supervise_every:
+            batch["supervise_every"] = int(self.supervise_every)
         return batch
 
 
@@ -416,7 +421,8 @@ def train_sudoku(recipe: SudokuRecipe, out_dir, *, resume: bool = True, data_pat
     budget = TimeBudgetCallback(recipe.max_seconds) if recipe.max_seconds is not None else None
     callbacks = [c for c in (ema, accuracy, budget) if c is not None]
     trainer = trainer_class(model=model, args=args, train_dataset=train_set, callbacks=callbacks,
-                            data_collator=LoopCountCollator(low, high, seed=recipe.seed))
+                            data_collator=LoopCountCollator(low, high, seed=recipe.seed,
+                                                            supervise_every=recipe.supervise_every))
     checkpoint = _latest_checkpoint(out_dir) if resume else None
     started = time.perf_counter()
     result = trainer.train(resume_from_checkpoint=checkpoint)

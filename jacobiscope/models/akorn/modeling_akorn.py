@@ -189,22 +189,28 @@ class AKOrNForSudoku(PreTrainedModel):
         return self.head(F.relu(features))
 
     def forward(self, input_ids, labels=None, loops: int | None = None, return_energies: bool = False,
-                return_states: bool = False, noise=None, generator=None, **kwargs) -> AKOrNSudokuOutput:
+                return_states: bool = False, noise=None, generator=None, supervise_every: int | None = None,
+                **kwargs) -> AKOrNSudokuOutput:
+        """``supervise_every=k`` (with labels): the loss is the mean cross-entropy of the readouts after loops
+        ``k, 2k, ...`` and after the last loop, so the state must be right early and stay right."""
         loops = self.config.loops if loops is None else int(loops)
         injection = self.injection(input_ids)
         x = self.initial_state(input_ids, injection, noise, generator)
         energies, states = [], [x] if return_states else None
-        for _ in range(loops):
+        losses = []
+        for t in range(1, loops + 1):
             y = self.drive(x, injection)
             if return_energies:
                 energies.append(-(x * y).sum(dim=(-1, -2)))
             x = self._update(x, y)
             if return_states:
                 states.append(x)
+            if labels is not None and supervise_every and t % supervise_every == 0 and t < loops:
+                losses.append(_cross_entropy(self.read(x), labels))
         logits = self.read(x)
         loss = None
         if labels is not None:
-            loss = F.cross_entropy(logits.reshape(-1, 9), (labels.reshape(-1) - 1).long())
+            loss = torch.stack(losses + [_cross_entropy(logits, labels)]).mean()
         return AKOrNSudokuOutput(loss=loss, logits=logits,
                                  energies=torch.stack(energies, dim=1) if return_energies else None,
                                  states=torch.stack(states) if return_states else None)
@@ -371,3 +377,8 @@ def _loop_counts(loops) -> list[int]:
     if not counts or any(isinstance(c, bool) or not isinstance(c, int) or c < 1 for c in counts):
         raise ValueError(f"loops must be positive ints (one or several), got {loops!r}.")
     return sorted(set(counts))
+
+
+def _cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy over all 81 cells of every board (labels are digits 1-9)."""
+    return F.cross_entropy(logits.reshape(-1, 9), (labels.reshape(-1) - 1).long())

@@ -184,22 +184,27 @@ class ItrSAForSudoku(PreTrainedModel):
         return self.norm(x + self.config.eta * self.drive(x, injection))
 
     def forward(self, input_ids, labels=None, loops: int | None = None, return_energies: bool = False,
-                return_states: bool = False, **kwargs) -> ItrSASudokuOutput:
+                return_states: bool = False, supervise_every: int | None = None, **kwargs) -> ItrSASudokuOutput:
+        """``supervise_every=k`` (with labels): the loss is the mean cross-entropy of the readouts after loops
+        ``k, 2k, ...`` and after the last loop, so the state must be right early and stay right."""
         loops = self.config.loops if loops is None else int(loops)
         injection = self.injection(input_ids)
         x = self.initial_state(injection)
         energies, states = [], [x] if return_states else None
-        for _ in range(loops):
+        losses = []
+        for t in range(1, loops + 1):
             y = self.drive(x, injection)
             if return_energies:
                 energies.append(-(x * y).sum(dim=(-1, -2)))
             x = self.norm(x + self.config.eta * y)
             if return_states:
                 states.append(x)
+            if labels is not None and supervise_every and t % supervise_every == 0 and t < loops:
+                losses.append(_cross_entropy(self.readout(self.head_norm(x)), labels))
         logits = self.readout(self.head_norm(x))
         loss = None
         if labels is not None:
-            loss = F.cross_entropy(logits.reshape(-1, 9), (labels.reshape(-1) - 1).long())
+            loss = torch.stack(losses + [_cross_entropy(logits, labels)]).mean()
         return ItrSASudokuOutput(
             loss=loss,
             logits=logits,
@@ -348,3 +353,8 @@ def _loop_counts(loops) -> list[int]:
     if not counts or any(isinstance(c, bool) or not isinstance(c, int) or c < 1 for c in counts):
         raise ValueError(f"loops must be positive ints (one or several), got {loops!r}.")
     return sorted(set(counts))
+
+
+def _cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy over all 81 cells of every board (labels are digits 1-9)."""
+    return F.cross_entropy(logits.reshape(-1, 9), (labels.reshape(-1) - 1).long())
