@@ -36,3 +36,17 @@ def test_wheel_contains_adapters_and_hub_configs(tmp_path):
     # The Sudoku benchmark files: a wheel user has no checkout beside it.
     for name in ("satnet.csv.xz", "rrn-test.csv.xz", "PROVENANCE.md"):
         assert f"jacobiscope/data/benchmarks/{name}" in names
+
+
+def test_import_loads_the_engine_only():
+    """`import jacobiscope` and the engine's names pull in neither transformers' Trainer, accelerate nor datasets."""
+    code = ("import sys, jacobiscope\n"
+            "assert 'torch' not in sys.modules, 'import jacobiscope alone must not import torch'\n"
+            "jacobiscope.LoopedMap, jacobiscope.spectral_norm, jacobiscope.lyapunov_spectrum, jacobiscope.Report\n"
+            "heavy = [m for m in ('transformers.trainer', 'accelerate', 'datasets') if m in sys.modules]\n"
+            "assert not heavy, heavy\n"
+            "assert sorted(jacobiscope.__all__) == sorted(set(jacobiscope.__all__))\n"
+            "missing = [name for name in jacobiscope.__all__ if getattr(jacobiscope, name, None) is None]\n"
+            "assert not missing, missing\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]

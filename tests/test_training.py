@@ -414,3 +414,36 @@ def test_two_processes_under_accelerate_log_the_penalty_and_finish(tmp_path):
     # every process holds the same power-iteration state and the same weights
     assert ranks[0]["vectors"] == ranks[1]["vectors"]
     assert ranks[0]["parameters"] == pytest.approx(ranks[1]["parameters"], rel=1e-6)
+
+
+def test_a_model_declares_its_looped_modules_and_attention():
+    """Regularizers read a model's declarations (like transformers' _no_split_modules), never its class name."""
+    from torch import nn
+
+    from jacobiscope.training import attention_weights, spectral_penalty
+
+    class MyLoop(nn.Module):
+        _looped_modules = ["core"]
+        _looped_attention = ["core.mix"]
+
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(0)
+            self.embed = nn.Linear(4, 8)  # not looped: outside the penalty
+            self.core = nn.Module()
+            self.core.mix = nn.Module()
+            for name in ("q_proj", "k_proj", "v_proj", "o_proj"):
+                setattr(self.core.mix, name, nn.Linear(8, 8, bias=False))
+            self.core.mix.num_heads = 2
+
+    model = MyLoop()
+    mix = model.core.mix
+    expected = sum((torch.linalg.matrix_norm(m.weight, 2) ** 2 - 1) ** 2
+                   for m in (mix.q_proj, mix.k_proj, mix.v_proj, mix.o_proj))
+    assert torch.allclose(spectral_penalty(model), expected, rtol=1e-4)
+    [weights] = attention_weights(model)
+    assert weights.name == "core.mix" and weights.heads == 2
+    value, output = mix.v_proj.weight.T, mix.o_proj.weight.T
+    head_1 = value[:, 4:] @ output[4:, :]
+    assert torch.allclose(weights.value_output[1], head_1, atol=1e-6)
+    assert torch.allclose(weights.query, mix.q_proj.weight.T)

@@ -91,6 +91,19 @@ class _LoopedAttention(nn.Module):
             return 0.5 * (self.value_generator + self.value_generator.transpose(1, 2))
         raise AttributeError("value_matrix exists only for the energy-constrained variants")
 
+    def energy_weights(self) -> dict:
+        """The maps an energy analysis needs, row convention ``y = x A``: ``query`` and ``key`` ``[dim, dim]``,
+        ``value_output`` ``[heads, dim, dim]`` (head h's value map times its slice of the output map; e_multi's
+        heads are averaged, hence the 1/heads), and ``heads``."""
+        query = self.query.weight.T
+        if self.kind == "standard":
+            value = self.value.weight.T.reshape(-1, self.heads, self.head_dim).transpose(0, 1)  # [H, d, dh]
+            output = self.output.weight.T.reshape(self.heads, self.head_dim, -1)  # [H, dh, d]
+            return {"query": query, "key": self.key.weight.T, "value_output": value @ output, "heads": self.heads}
+        if self.kind == "e_single":
+            return {"query": query, "key": self.key.weight.T, "value_output": self.value_matrix()[None], "heads": 1}
+        return {"query": query, "key": query, "value_output": self.value_matrix() / self.heads, "heads": self.heads}
+
     def forward(self, x):
         q = self._split(self.query(x))
         if self.kind == "standard":
@@ -129,6 +142,11 @@ class ItrSAForSudoku(PreTrainedModel):
     base_model_prefix = "itrsa"
     main_input_name = "input_ids"
     _no_split_modules = []
+    # What the recurrence applies every loop (the weights a spectral penalty acts on), and the attention inside it
+    # (whose query/key/value-output maps the energy penalties read): declared, as transformers models declare
+    # _no_split_modules, so that jacobiscope never has to recognise a model by its class name.
+    _looped_modules = ["attention", "mlp"]
+    _looped_attention = ["attention"]
     # forward takes **kwargs (Trainer passes extras) but its loss is a plain mean: let Trainer scale it under
     # gradient accumulation instead of assuming the model normalizes by num_items_in_batch.
     accepts_loss_kwargs = False

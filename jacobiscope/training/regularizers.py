@@ -43,8 +43,6 @@ __all__ = [
 _HALF = (torch.float16, torch.bfloat16)
 # Leaf names of fused query/key/value projections: GPT-2 (Conv1D c_attn), AKOrN / ViT-style qkv, Phi-3, MPT/ModernBERT.
 DEFAULT_FUSED = ("c_attn", "qkv", "qkv_proj", "Wqkv")
-# The looped block of each reference model: these submodules are what the recurrence applies every loop.
-_LOOPED_SUBMODULES = {"ItrSAForSudoku": ("attention", "mlp"), "AKOrNForSudoku": ("coupling",)}
 _PART_NAMES = {2: ("k", "v"), 3: ("q", "k", "v")}
 STATE_FORMAT = "jacobiscope-spectral-reg"
 
@@ -113,10 +111,10 @@ class LinearTarget:
 
 
 def _auto_modules(model: nn.Module) -> list[tuple[str, nn.Module]]:
-    """The linear maps of the looped blocks: the reference models' recurrent submodules, or the blocks an HF
-    model repeats (found by `jacobiscope.adapters.find_blocks`)."""
+    """The linear maps of the looped blocks: the submodules a looped model declares in ``_looped_modules``, or the
+    blocks an HF model repeats (found by `jacobiscope.adapters.find_blocks`)."""
     named = list(model.named_modules())
-    prefixes = _LOOPED_SUBMODULES.get(type(model).__name__)
+    prefixes = _declared(model, "_looped_modules")
     if prefixes is None:
         from ..adapters.spec import find_blocks
 
@@ -130,6 +128,14 @@ def _auto_modules(model: nn.Module) -> list[tuple[str, nn.Module]]:
             f"{list(prefixes)}). Pass modules=[...] (module names or glob patterns) to choose the weights."
         )
     return found
+
+
+def _declared(model: nn.Module, attribute: str) -> tuple[str, ...] | None:
+    """A model's declaration of its looped submodules (``_looped_modules`` / ``_looped_attention``), or None."""
+    value = getattr(model, attribute, None)
+    if value is None:
+        return None
+    return (value,) if isinstance(value, str) else tuple(value)
 
 
 def _select(model: nn.Module, modules) -> list[tuple[str, nn.Module]]:
@@ -763,29 +769,23 @@ def attention_weights(model: nn.Module) -> list[AttentionWeights]:
         >>> w.name, w.heads, tuple(w.value_output.shape)
         ('attention', 2, (2, 16, 16))
 
-    Known: `ItrSAForSudoku` (standard, ``e_single``, ``e_multi``), `AKOrNForSudoku` (fused qkv), and Hugging Face
-    blocks found by the adapters (fused ``c_attn``/``qkv`` or ``q_proj``/``k_proj``/``v_proj``-style projections,
-    grouped key/value heads repeated).
+    A model that declares ``_looped_attention`` (submodule names, like transformers' ``_no_split_modules``) is read
+    there: through the submodule's ``energy_weights()`` when it has one (`ItrSAForSudoku`: standard, ``e_single``,
+    ``e_multi``), else by its projections' names (`AKOrNForSudoku`: fused qkv + output). Hugging Face blocks found by
+    the adapters are read the same way (fused ``c_attn``/``qkv`` or ``q_proj``/``k_proj``/``v_proj``-style
+    projections, grouped key/value heads repeated).
     """
-    kind = type(model).__name__
-    if kind == "ItrSAForSudoku":
-        attention = model.attention
-        query = _matrix(attention.query)
-        if attention.kind == "standard":
-            return [AttentionWeights("attention", query, _matrix(attention.key),
-                                     _value_output(_matrix(attention.value), _matrix(attention.output), attention.heads),
-                                     attention.heads)]
-        if attention.kind == "e_single":
-            return [AttentionWeights("attention", query, _matrix(attention.key), attention.value_matrix()[None], 1)]
-        # e_multi: keys are the queries, and the heads' outputs are averaged (hence the 1/H on each value map).
-        return [AttentionWeights("attention", query, query, attention.value_matrix() / attention.heads, attention.heads)]
-    if kind == "AKOrNForSudoku":
-        coupling = model.coupling
-        combined = _matrix(coupling.qkv)
-        d = combined.shape[0]
-        return [AttentionWeights("coupling", combined[:, :d], combined[:, d : 2 * d],
-                                 _value_output(combined[:, 2 * d :], _matrix(coupling.output), coupling.heads),
-                                 coupling.heads)]
+    declared = _declared(model, "_looped_attention")
+    if declared is not None:
+        found = []
+        for name in declared:
+            attention = model.get_submodule(name)
+            if callable(getattr(attention, "energy_weights", None)):
+                maps = attention.energy_weights()
+                found.append(AttentionWeights(name, maps["query"], maps["key"], maps["value_output"], maps["heads"]))
+            else:
+                found.append(_hf_attention(model, name, attention, None))
+        return found
     from ..adapters.spec import find_blocks
 
     path, blocks, spec = find_blocks(model)

@@ -106,6 +106,10 @@ class AKOrNForSudoku(PreTrainedModel):
     base_model_prefix = "akorn"
     main_input_name = "input_ids"
     _no_split_modules = []
+    # What the recurrence applies every loop (the weights a spectral penalty acts on), and the attention inside it
+    # (fused qkv + output: read by the energy penalties): declared, so jacobiscope never matches class names.
+    _looped_modules = ["coupling"]
+    _looped_attention = ["coupling"]
     # forward takes **kwargs (Trainer passes extras) but its loss is a plain mean: let Trainer scale it under
     # gradient accumulation instead of assuming the model normalizes by num_items_in_batch.
     accepts_loss_kwargs = False
