@@ -414,7 +414,7 @@ def test_data_path_override_by_env_var_and_argument(tmp_path, monkeypatch, small
 
 def test_missing_default_data_folder(monkeypatch, tmp_path):
     monkeypatch.delenv(sudoku.ENV_VAR, raising=False)
-    monkeypatch.setattr(sudoku, "BUNDLED_DIR", tmp_path / "absent")
+    monkeypatch.setattr(sudoku._splits, "BUNDLED_DIR", tmp_path / "absent")  # where data_dir looks it up
     with pytest.raises(SudokuDataNotFoundError, match="bundled with jacobiscope are missing.*JACOBISCOPE_SUDOKU_DATA"):
         sudoku.satnet_splits()
 
