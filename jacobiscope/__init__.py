@@ -18,7 +18,8 @@ import importlib
 
 __version__ = "0.1.0"
 
-_SUBMODULES = ("adapters", "data", "dynamics", "hub", "linalg", "models", "recipes", "systems", "theory", "training")
+_SUBMODULES = ("adapters", "data", "diagnostics", "dynamics", "hub", "linalg", "models", "recipes", "systems", "theory",
+               "training")
 
 # Public name -> the submodule that defines it.
 _EXPORTS = {
@@ -36,10 +37,13 @@ _EXPORTS = {
     "linalg": ("EigenResult", "JacobianOperator", "SpectralNormResult", "jacobian", "jacobian_eigenvalues",
                "spectral_norm"),
     "maps": ("LoopedMap", "as_looped_map"),
+    "diagnostics": ("Diagnostic", "MeasureContext", "register_diagnostic", "list_diagnostics", "get_diagnostic",
+                    "measure"),
 }
 _ORIGIN = {name: module for module, names in _EXPORTS.items() for name in names}
 
-__all__ = sorted(set(_ORIGIN) | {"adapters", "dynamics", "hub", "linalg", "models", "systems", "theory", "training"})
+__all__ = sorted(set(_ORIGIN) | {"adapters", "diagnostics", "dynamics", "hub", "linalg", "models", "systems", "theory",
+                                 "training"})
 
 
 def __getattr__(name: str):

@@ -2,10 +2,8 @@
 system, measured, with a verdict per layer. `describe` is the dry run."""
 from __future__ import annotations
 
-import math
 import platform
 import time
-import warnings
 from dataclasses import dataclass
 
 import torch
@@ -13,21 +11,17 @@ import torch
 from .adapters.inputs import prepare_inputs
 from .adapters.looped import build_maps, prepare_model
 from .adapters.spec import find_blocks
-from .dynamics.clusters import token_order_parameters
-from .dynamics.energy import pseudo_energy
-from .dynamics.lyapunov import lyapunov_spectrum
-from .dynamics.oscillation import oscillation_measures
-from .dynamics.regime import classify_dynamics
-from .errors import ArgumentError, ConvergenceWarning, NonFiniteWarning
-from .linalg.eig import jacobian_eigenvalues
-from .linalg.svd import spectral_norm
+from .errors import ArgumentError
 from ._progress import progress_bar
 from ._resources import public_name
+from .diagnostics import measure
+from .diagnostics._base import resolve
 from .report import LayerResult, Report
 
 __all__ = ["analyze", "describe", "DIAGNOSTICS", "LayerPlan"]
 
-#: What `analyze` can measure; ``diagnostics=None`` runs all of them.
+#: The built-in diagnostics a user chooses from (the regime verdict always runs); `jacobiscope.list_diagnostics`
+#: lists these and any registered since.
 DIAGNOSTICS = ("spectral_norm", "eigenvalues", "lyapunov", "clusters", "energy")
 
 
@@ -58,14 +52,8 @@ def _native_examples(inputs):
 
 
 def _resolve_diagnostics(diagnostics) -> tuple[str, ...]:
-    if diagnostics is None:
-        return DIAGNOSTICS
-    if isinstance(diagnostics, str):
-        diagnostics = (diagnostics,)
-    unknown = set(diagnostics) - set(DIAGNOSTICS)
-    if unknown:
-        raise ArgumentError(f"Unknown diagnostics {sorted(unknown)}; choose from {list(DIAGNOSTICS)}.")
-    return tuple(d for d in DIAGNOSTICS if d in diagnostics)
+    """The registered diagnostics to run (names, in registry order; requirements and the verdict included)."""
+    return tuple(diagnostic.name for diagnostic in resolve(diagnostics))
 
 
 def _resolve_layers(model, layers) -> list[int]:
@@ -243,114 +231,9 @@ def analyze(
 
 def _measure(looped, input_index, label, mode, loops, diagnostics, k, eigen_k, eigen_restarts, spectral_samples,
              seed) -> LayerResult:
-    started = time.perf_counter()
-    flags: list[str] = []
-    x0 = looped.x0
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", NonFiniteWarning)
-        warnings.simplefilter("always", ConvergenceWarning)
-        states = looped.trajectory(x0, loops, on_nonfinite="ignore")[:, 0]  # [loops+1, S, d], one example
-        finite = torch.isfinite(states.reshape(loops + 1, -1)).all(1)
-        nonfinite_loop = int((~finite).nonzero()[0]) if not bool(finite.all()) else -1
-        last_finite = loops if nonfinite_loop < 0 else nonfinite_loop - 1
-        if nonfinite_loop >= 0:
-            flags.append(f"NaN/Inf at loop {nonfinite_loop}")
-        tokens = states.shape[1]
-        frobenius = states.reshape(loops + 1, -1).norm(dim=1)
-        state_norm = (frobenius / math.sqrt(tokens)).tolist()
-        step_size = ((states[1:] - states[:-1]).reshape(loops, -1).norm(dim=1) / frobenius[:-1].clamp_min(1e-30)).tolist()
-
-        spectral = []
-        if "spectral_norm" in diagnostics:
-            for loop in _sample_loops(last_finite, spectral_samples):
-                # A Ritz value's error is about the square of its residual: 1e-3 gives sigma to ~1e-6.
-                result = spectral_norm(looped, states[loop : loop + 1], tol=1e-3, max_iter=100, seed=seed)
-                spectral.append({"loop": loop, "value": float(result.value[0]), "tolerance": float(result.tolerance[0])})
-        eigenvalues = oscillation = eigen_loop = None
-        if "eigenvalues" in diagnostics:
-            eigen_loop = last_finite
-            size = states[0].numel()
-            count = min(eigen_k, size)
-            with warnings.catch_warnings():
-                # A capped Arnoldi run is the default here; its residuals are reported instead of a warning.
-                warnings.simplefilter("ignore", ConvergenceWarning)
-                result = jacobian_eigenvalues(looped, states[eigen_loop : eigen_loop + 1], k=count, tol=1e-3,
-                                              max_restarts=eigen_restarts, seed=seed)
-            values = result.values[0]
-            max_residual = float(result.residuals.max()) if result.residuals is not None else 0.0
-            if max_residual > 0.05:
-                flags.append(f"eigenvalues inaccurate (residual {max_residual:.2g}; raise eigen_restarts)")
-            eigenvalues = [[float(v.real), float(v.imag)] for v in values]
-            measures = oscillation_measures(values)
-            oscillation = {key: float(getattr(measures, key)) for key in
-                           ("spectral_radius", "complex_fraction", "max_imag", "max_rotation_angle",
-                            "mean_rotation_angle", "outside_unit_circle_fraction")}
-            oscillation["max_residual"] = max_residual
-        lyapunov = None
-        lyapunov_result = None
-        if "lyapunov" in diagnostics:
-            count = min(k, states[0].numel())
-            lyapunov_result = lyapunov_spectrum(looped, x0, steps=loops, k=count, seed=seed)
-            lyapunov = {
-                "exponents": lyapunov_result.exponents[0].tolist(),
-                "stderr": lyapunov_result.stderr[0].tolist(),
-                "history": lyapunov_result.history[:, 0].tolist(),
-                "kaplan_yorke": float(lyapunov_result.kaplan_yorke[0]),
-            }
-        clusters = None
-        if "clusters" in diagnostics:
-            order = token_order_parameters(states[: last_finite + 1])
-            clusters = {
-                "top_eigenvalue": order.top_eigenvalue.tolist(),
-                "effective_clusters": order.effective_clusters.tolist(),
-                "cluster_count": [int(c) for c in order.cluster_count.tolist()],
-            }
-        energy = None
-        if "energy" in diagnostics and looped.drive_function is not None:
-            energy = pseudo_energy(states[: last_finite + 1].unsqueeze(1), looped).reshape(-1).tolist()
-    for warning in caught:
-        if issubclass(warning.category, ConvergenceWarning):
-            flags.append(f"not converged: {str(warning.message).split('.')[0]}")
-    max_lyapunov = stderr = float("nan")
-    if lyapunov_result is not None:
-        max_lyapunov = float(lyapunov_result.exponents[0, 0])
-        stderr = float(lyapunov_result.stderr[0, 0])
-    if lyapunov_result is None and nonfinite_loop < 0:
-        regime, evidence = "unknown", {"reason": "the verdict needs the Lyapunov exponent: add 'lyapunov' to diagnostics"}
-    else:
-        verdict = classify_dynamics(
-            max_lyapunov=max_lyapunov,
-            max_lyapunov_stderr=stderr,
-            step_sizes=torch.tensor(step_size[:last_finite]) if last_finite > 0 else None,
-            state_norms=torch.tensor(state_norm[: last_finite + 1]),
-            nonfinite_step=nonfinite_loop if nonfinite_loop >= 0 else None,
-            oscillation=oscillation,
-            states=states[: last_finite + 1],
-        )
-        regime, evidence = verdict.regime, dict(verdict.evidence, reason=verdict.reason)
-    return LayerResult(
-        input_index=input_index,
-        input_label=label,
-        layer=looped.meta.get("layer", -1),
-        mode=mode,
-        eta=looped.meta.get("eta"),
-        loops=loops,
-        state_shape=list(states.shape[1:]),
-        dtype=str(x0.dtype).replace("torch.", "") if looped.dtype is None else str(looped.dtype).replace("torch.", ""),
-        state_norm=state_norm,
-        step_size=step_size,
-        spectral_norm=spectral,
-        eigenvalues=eigenvalues,
-        eigen_loop=eigen_loop,
-        oscillation=oscillation,
-        lyapunov=lyapunov,
-        clusters=clusters,
-        energy=energy,
-        regime=regime,
-        evidence=evidence,
-        flags=flags,
-        seconds=time.perf_counter() - started,
-    )
+    return measure(looped, looped.x0, loops=loops, diagnostics=diagnostics, k=k, eigen_k=eigen_k,
+                   eigen_restarts=eigen_restarts, spectral_samples=spectral_samples, seed=seed, label=label,
+                   input_index=input_index, mode=mode)
 
 
 def _shard(examples):
@@ -386,6 +269,8 @@ class LayerPlan:
     forward_seconds: float
     forward_equivalents: float
     estimated_seconds: float
+    #: estimated seconds of each diagnostic (compare with `LayerResult.timings` after `analyze`)
+    per_diagnostic_seconds: dict | None = None
 
     def __str__(self) -> str:
         return (f"input {self.input_index} layer {self.layer}: state {self.state_shape} (D={self.state_size}), "
@@ -393,7 +278,7 @@ class LayerPlan:
 
 
 def describe(model, inputs, tokenizer=None, layers=None, mode: str = "block", loops: int = 32, diagnostics=None,
-             k: int = 4, *, eigen_k: int = 8, spectral_samples: int = 3, max_length: int | None = 512) -> list[LayerPlan]:
+             k: int = 4, *, eigen_k: int = 4, spectral_samples: int = 3, max_length: int | None = 512) -> list[LayerPlan]:
     """Dry run of `analyze`: what would be measured, the state sizes, and an estimated cost.
 
     Example::
@@ -422,15 +307,14 @@ def describe(model, inputs, tokenizer=None, layers=None, mode: str = "block", lo
                     start = time.perf_counter()
                     looped(x0)
                     seconds = time.perf_counter() - start
-                equivalents = loops
-                if "spectral_norm" in diagnostics:
-                    equivalents += spectral_samples * 25 * 6
-                if "eigenvalues" in diagnostics:
-                    equivalents += 60 * 3
-                if "lyapunov" in diagnostics:
-                    equivalents += loops * 3 * k
+                options = {"k": k, "eigen_k": eigen_k, "spectral_samples": spectral_samples}
+                # The trajectory itself, then each diagnostic's own estimate (registered ones included).
+                costs = {diagnostic.name: float(diagnostic.cost(int(x0[0].numel()), loops, options))
+                         for diagnostic in resolve(diagnostics)}
+                equivalents = loops + sum(costs.values())
                 plans.append(LayerPlan(index, example.labels[0], looped.meta["layer"], list(x0.shape[1:]),
-                                       int(x0[0].numel()), seconds, float(equivalents), seconds * equivalents))
+                                       int(x0[0].numel()), seconds, float(equivalents), seconds * equivalents,
+                                       {name: seconds * cost for name, cost in costs.items()}))
     finally:
         prepared.restore()
     return plans

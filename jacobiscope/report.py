@@ -65,7 +65,7 @@ _FLOAT_DICT_KEYS = {
 }
 _SPECTRAL_NORM_FLOAT_KEYS = ("value", "tolerance")
 # Fields beyond the original contract: they have defaults, and files without them still read.
-_OPTIONAL_FIELDS = ("dtype", "outcome")
+_OPTIONAL_FIELDS = ("dtype", "outcome", "extra", "timings")
 
 DATAFRAME_COLUMNS = (
     "input_index",
@@ -145,6 +145,8 @@ class LayerResult:
         dtype: the compute dtype of this row, e.g. ``"float32"`` (optional; None when not recorded).
         outcome: what the model made of this input at ``loops`` loops, when it says (a looped model's
             ``loop_outcome``): e.g. ``{"solved": True, "givens": 36}`` for a Sudoku solver; None otherwise.
+        extra: the results of registered diagnostics other than the built-in ones, by name (JSON-able), or None.
+        timings: seconds each diagnostic took on this row, by name (what `describe` estimates), or None.
 
     Values must be plain Python (or anything with ``tolist()``: tensors and NumPy values are converted by
     `to_dict`). Equality treats NaN as equal to NaN, so a flagged row equals its own JSON round trip.
@@ -172,6 +174,8 @@ class LayerResult:
     seconds: float
     dtype: str | None = None
     outcome: dict | None = None
+    extra: dict | None = None
+    timings: dict | None = None
 
     __hash__ = None  # mutable, compared by value
 
@@ -380,6 +384,8 @@ class LayerResult:
             problems.append(f"evidence is a {type(self.evidence).__name__}, expected a dict")
         if self.outcome is not None and not isinstance(self.outcome, dict):
             problems.append(f"outcome is a {type(self.outcome).__name__}, expected a dict or None")
+        if self.extra is not None and not isinstance(self.extra, dict):
+            problems.append(f"extra is a {type(self.extra).__name__}, expected a dict or None")
         if not isinstance(self.flags, list) or not all(isinstance(flag, str) for flag in self.flags):
             problems.append("flags must be a list of str")
         try:
@@ -387,6 +393,16 @@ class LayerResult:
         except TypeError as error:
             problems.append(str(error))
         return problems
+
+    def diagnostic(self, name: str):
+        """The result of the diagnostic ``name`` on this row (a built-in's field, or ``extra[name]``), or None."""
+        builtin = {"spectral_norm": self.spectral_norm, "lyapunov": self.lyapunov, "clusters": self.clusters,
+                   "energy": self.energy, "regime": {"regime": self.regime, "evidence": self.evidence},
+                   "eigenvalues": None if self.eigenvalues is None else
+                   {"loop": self.eigen_loop, "values": self.eigenvalues, "oscillation": self.oscillation}}
+        if name in builtin:
+            return builtin[name]
+        return (self.extra or {}).get(name)
 
     def label(self, *, with_mode: bool = False, with_input: bool = True) -> str:
         """A short name for legends and headings: ``"layer 3, attention, input 0"``."""
@@ -529,6 +545,8 @@ class Report:
         with_outcome = any(row.outcome is not None for row in self.rows)
         if with_outcome:
             headers.insert(-1, "outcome")
+        extra_columns = _extra_columns(self.rows)
+        headers[-1:-1] = [header for _, header in extra_columns]
         body = []
         for row in self.rows:
             s = row.scalars()
@@ -561,6 +579,8 @@ class Report:
             ])
             if with_outcome:
                 body[-1].insert(-1, _outcome_cell(row.outcome))
+            cells = _extra_cells(row, extra_columns)
+            body[-1][-1:-1] = cells
         return headers, body
 
     def __str__(self) -> str:
@@ -788,6 +808,17 @@ class Report:
             figures["energy"] = _plot_energy(new_figure, selected, labels, colors)
         if any(isinstance(row.clusters, dict) and row.clusters for row in selected):
             figures["clusters"] = _plot_clusters(new_figure, selected, labels, colors)
+        from .diagnostics._base import _REGISTRY
+
+        for name in dict.fromkeys(name for row in selected for name in (row.extra or {})):
+            diagnostic = _REGISTRY.get(name)
+            if diagnostic is None:
+                continue
+            # A registered diagnostic draws its own figure over the rows that carry its result.
+            carrying = [(row, label) for row, label in zip(selected, labels) if name in (row.extra or {})]
+            figure = diagnostic.figure([row for row, _ in carrying], [label for _, label in carrying])
+            if figure is not None:
+                figures[name] = figure
         return figures
 
     def _select(self, rows) -> list:
@@ -905,6 +936,39 @@ class Report:
 
 
 # --------------------------------------------------------------------------------------------------- plotting
+
+
+def _extra_columns(rows) -> list[tuple[str, str]]:
+    """(diagnostic, header) of every summary column that the rows' extra diagnostics provide, in first-seen order."""
+    columns = []
+    for row in rows:
+        for name, result in (row.extra or {}).items():
+            for header in _diagnostic_columns(name, result):
+                if (name, header) not in columns:
+                    columns.append((name, header))
+    return columns
+
+
+def _diagnostic_columns(name: str, result) -> dict:
+    """A registered diagnostic's own columns for ``result``; a scalar result is its own column; else none."""
+    from .diagnostics._base import _REGISTRY
+
+    diagnostic = _REGISTRY.get(name)
+    if diagnostic is not None:
+        try:
+            return dict(diagnostic.columns(result))
+        except Exception:  # noqa: BLE001 - a user's column code must not break the report
+            return {name: "?"}
+    return {name: result} if _is_number(result) or isinstance(result, str) else {}
+
+
+def _extra_cells(row, columns) -> list[str]:
+    cells = []
+    for name, header in columns:
+        result = (row.extra or {}).get(name)
+        value = _diagnostic_columns(name, result).get(header) if result is not None else None
+        cells.append("-" if value is None else _num(value, ".4g") if _is_number(value) else _single_line(str(value)))
+    return cells
 
 
 def _outcome_cell(outcome) -> str:

@@ -68,11 +68,12 @@ def _check_puzzles(puzzles: list[str]) -> list[str]:
 def _check_diagnostics(names) -> None:
     if names is None:
         return
-    from .._analyze import DIAGNOSTICS
+    from ..diagnostics import list_diagnostics
 
-    unknown = [name for name in names if name not in DIAGNOSTICS]
+    known = list_diagnostics()
+    unknown = [name for name in names if name not in known]
     if unknown:
-        raise UsageError(f"unknown diagnostic(s) {', '.join(unknown)}", f"choose from {','.join(DIAGNOSTICS)}")
+        raise UsageError(f"unknown diagnostic(s) {', '.join(unknown)}", f"choose from {','.join(known)}")
 
 
 def _load_model(args, location: str):

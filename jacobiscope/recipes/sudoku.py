@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import copy
 import json
-import math
 import os
 import time
 from dataclasses import asdict, dataclass, field, fields

@@ -1,0 +1,24 @@
+"""Token-cluster order parameters along the trajectory."""
+from __future__ import annotations
+
+from ._base import Diagnostic, MeasureContext
+
+
+class Clusters(Diagnostic):
+    """Top eigenvalue of the tokens' second moment, effective and counted clusters, per loop (states read as
+    ``[tokens, features]``; None for states without a token axis)."""
+
+    name = "clusters"
+
+    def compute(self, context: MeasureContext):
+        from ..dynamics.clusters import token_order_parameters
+
+        if context.states.dim() < 3:
+            return None  # no token axis: a state must be [tokens, features] for token clusters
+        order = token_order_parameters(context.states[: context.last_finite + 1])
+        return {"top_eigenvalue": order.top_eigenvalue.tolist(),
+                "effective_clusters": order.effective_clusters.tolist(),
+                "cluster_count": [int(c) for c in order.cluster_count.tolist()]}
+
+    def fields(self, result) -> dict:
+        return {"clusters": result}

@@ -1,0 +1,25 @@
+"""The top-``k`` Lyapunov exponents along the trajectory, with running estimates."""
+from __future__ import annotations
+
+from ._base import Diagnostic, MeasureContext
+
+
+class Lyapunov(Diagnostic):
+    """QR/Benettin with ``k`` tangent vectors as vmapped jvps over the ``loops`` loops from ``x0``."""
+
+    name = "lyapunov"
+
+    def cost(self, state_size, loops, options):
+        return loops * 3 * min(options.get("k", 4), state_size)
+
+    def compute(self, context: MeasureContext):
+        from ..dynamics.lyapunov import lyapunov_spectrum
+
+        count = min(context.options.get("k", 4), context.state_size)
+        result = lyapunov_spectrum(context.looped, context.x0, steps=context.loops, k=count,
+                                   seed=context.options.get("seed", 0))
+        return {"exponents": result.exponents[0].tolist(), "stderr": result.stderr[0].tolist(),
+                "history": result.history[:, 0].tolist(), "kaplan_yorke": float(result.kaplan_yorke[0])}
+
+    def fields(self, result) -> dict:
+        return {"lyapunov": result}

@@ -1,0 +1,40 @@
+"""The regime verdict — converging / critical / chaotic / oscillating / diverging — from what was measured."""
+from __future__ import annotations
+
+
+from ._base import Diagnostic, MeasureContext
+
+
+class Regime(Diagnostic):
+    """`jacobiscope.classify_dynamics` on the Lyapunov exponent, step sizes, state norms, eigenvalues and the
+    trajectory; ``unknown`` (with the reason) when the exponent was not measured and nothing diverged."""
+
+    name = "regime"
+    always = True
+
+    def compute(self, context: MeasureContext):
+        from ..dynamics.regime import classify_dynamics
+
+        lyapunov = context.results.get("lyapunov")
+        if lyapunov is None and context.nonfinite_loop < 0:
+            return {"regime": "unknown",
+                    "evidence": {"reason": "the verdict needs the Lyapunov exponent: add 'lyapunov' to diagnostics"}}
+        import torch
+
+        eigen = context.results.get("eigenvalues")
+        last = context.last_finite
+        verdict = classify_dynamics(
+            max_lyapunov=lyapunov["exponents"][0] if lyapunov else float("nan"),
+            max_lyapunov_stderr=lyapunov["stderr"][0] if lyapunov else float("nan"),
+            step_sizes=torch.tensor(context.step_size[:last]) if last > 0 else None,
+            state_norms=torch.tensor(context.state_norm[: last + 1]),
+            nonfinite_step=context.nonfinite_loop if context.nonfinite_loop >= 0 else None,
+            oscillation=eigen["oscillation"] if eigen else None,
+            states=context.states[: last + 1],
+        )
+        return {"regime": verdict.regime, "evidence": dict(verdict.evidence, reason=verdict.reason)}
+
+    def fields(self, result) -> dict:
+        return {"regime": result["regime"], "evidence": result["evidence"]}
+
+

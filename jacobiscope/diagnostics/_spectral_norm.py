@@ -1,0 +1,36 @@
+"""``||J||_2`` at evenly sampled loops (Lanczos on ``J^T J`` through jvps and vjps)."""
+from __future__ import annotations
+
+from ._base import Diagnostic, MeasureContext
+
+
+def sample_loops(loops: int, samples: int) -> list[int]:
+    """``samples`` loops evenly spaced over ``0..loops``, both ends included."""
+    if samples <= 0:
+        return []
+    if samples == 1:
+        return [loops]
+    return sorted({round(i * loops / (samples - 1)) for i in range(samples)})
+
+
+class SpectralNorm(Diagnostic):
+    """The Jacobian's spectral norm ``||dF/dX||_2`` at ``spectral_samples`` loops of the trajectory."""
+
+    name = "spectral_norm"
+
+    def cost(self, state_size, loops, options):
+        return options.get("spectral_samples", 3) * 25 * 6  # ~25 Lanczos steps, a jvp and a vjp each
+
+    def compute(self, context: MeasureContext):
+        from ..linalg.svd import spectral_norm
+
+        values = []
+        for loop in sample_loops(context.last_finite, context.options.get("spectral_samples", 3)):
+            # A Ritz value's error is about the square of its residual: 1e-3 gives sigma to ~1e-6.
+            result = spectral_norm(context.looped, context.states[loop : loop + 1], tol=1e-3, max_iter=100,
+                                   seed=context.options.get("seed", 0))
+            values.append({"loop": loop, "value": float(result.value[0]), "tolerance": float(result.tolerance[0])})
+        return values
+
+    def fields(self, result) -> dict:
+        return {"spectral_norm": result}

@@ -1,0 +1,98 @@
+"""jacobiscope.diagnostics: the registry, `measure` on plain callables, and a user's own diagnostic end to end."""
+import json
+import math
+
+import pytest
+import torch
+import transformers
+
+import jacobiscope
+from jacobiscope.diagnostics import Diagnostic, measure, register_diagnostic, unregister_diagnostic
+from jacobiscope.errors import ArgumentError
+
+
+def test_builtins_are_registered_in_running_order():
+    assert jacobiscope.list_diagnostics()[:6] == ["spectral_norm", "eigenvalues", "lyapunov", "clusters", "energy",
+                                                  "regime"]
+    with pytest.raises(ArgumentError, match="unknown diagnostic 'entropy'"):
+        jacobiscope.get_diagnostic("entropy")
+    with pytest.raises(ArgumentError, match="already registered"):
+        register_diagnostic(jacobiscope.get_diagnostic("lyapunov"))
+    with pytest.raises(TypeError, match="Diagnostic instance"):
+        register_diagnostic(lambda context: 1)
+
+
+def test_measure_on_a_plain_callable_linear_map():
+    """Analytic answers: x -> A x + b with A = Q diag(0.8, -0.5, 0.3) Q^T (symmetric, so ||J|| = rho = 0.8), which
+    converges to the fixed point (I - A)^-1 b."""
+    torch.manual_seed(0)
+    q, _ = torch.linalg.qr(torch.randn(3, 3, dtype=torch.float64))
+    matrix = q @ torch.diag(torch.tensor([0.8, -0.5, 0.3], dtype=torch.float64)) @ q.T
+    offset = torch.ones(3, dtype=torch.float64)
+    row = measure(lambda x: matrix @ x + offset, torch.randn(3, dtype=torch.float64), loops=40, k=3, eigen_k=3)
+    assert row.lyapunov["exponents"] == pytest.approx([math.log(0.8), math.log(0.5), math.log(0.3)], abs=1e-9)
+    assert all(entry["value"] == pytest.approx(0.8, abs=1e-6) for entry in row.spectral_norm)
+    moduli = sorted(math.hypot(*pair) for pair in row.eigenvalues)
+    assert moduli == pytest.approx([0.3, 0.5, 0.8], abs=1e-6)
+    assert row.regime == "converging" and row.state_shape == [3] and len(row.state_norm) == 41
+    assert row.timings and set(row.timings) >= {"lyapunov", "regime"}
+
+
+def test_measure_takes_one_trajectory():
+    batched = jacobiscope.LoopedMap(lambda x: 0.5 * x, batch_dims=1)
+    with pytest.raises(ArgumentError, match="one trajectory, got a batch of 2"):
+        measure(batched, torch.ones(2, 3), loops=2)
+    one = measure(batched, torch.ones(1, 3, dtype=torch.float64), loops=3, diagnostics=["lyapunov"])
+    assert one.lyapunov["exponents"][0] == pytest.approx(math.log(0.5))
+    assert one.spectral_norm == [] and one.eigenvalues is None  # only what was asked (and the verdict)
+
+
+class MeanStep(Diagnostic):
+    """A user's diagnostic, defined outside the package: the mean relative step along the loop."""
+
+    name = "mean_step"
+
+    def cost(self, state_size, loops, options):
+        return 0.0
+
+    def compute(self, context):
+        steps = context.step_size[: context.last_finite]
+        return {"mean": sum(steps) / len(steps), "steps": steps}
+
+    def columns(self, result):
+        return {"mean step": result["mean"]}
+
+    def figure(self, rows, labels):
+        from matplotlib.figure import Figure
+
+        figure = Figure()
+        axes = figure.add_subplot()
+        for row, label in zip(rows, labels):
+            axes.plot(row.diagnostic(self.name)["steps"], label=label)
+        return figure
+
+
+@pytest.fixture
+def mean_step():
+    register_diagnostic(MeanStep())
+    yield
+    unregister_diagnostic("mean_step")
+
+
+def test_a_registered_diagnostic_reaches_text_json_and_html(mean_step, tmp_path):
+    model = transformers.GPT2Model(transformers.GPT2Config(n_embd=16, n_layer=2, n_head=2, vocab_size=50))
+    report = jacobiscope.analyze(model, torch.tensor([[1, 2, 3, 4]]), loops=5, progress=False,
+                                 diagnostics=["lyapunov", "mean_step"])
+    for row in report.rows:
+        expected = sum(row.step_size) / len(row.step_size)
+        assert row.extra["mean_step"]["mean"] == pytest.approx(expected)
+    text = report.summary()
+    assert "mean step" in text.splitlines()[0]
+    assert f"{report.rows[0].extra['mean_step']['mean']:.4g}" in text
+    again = jacobiscope.Report.from_json(report.to_json(tmp_path / "r.json"))
+    assert again == report and json.loads((tmp_path / "r.json").read_text())["rows"][0]["extra"]["mean_step"]
+    html = report.save_html(tmp_path / "r.html").read_text()
+    assert "<th>mean step</th>" in html and 'id="figure-mean_step"' in html
+    # The default set includes it too once registered (default=True), and describe prices it.
+    plans = jacobiscope.describe(model, torch.tensor([[1, 2, 3, 4]]), loops=5)
+    assert "mean_step" in plans[0].per_diagnostic_seconds
