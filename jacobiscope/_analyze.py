@@ -277,6 +277,38 @@ class LayerPlan:
                 f"~{self.forward_equivalents:.0f} block forwards, ~{self.estimated_seconds:.1f} s")
 
 
+def _operation_seconds(looped, x0, k: int) -> dict:
+    """Seconds of one forward, jvp, vjp and k-tangent vmapped jvp of this map at ``x0`` (each the fastest of three
+    after a warm-up call, so dispatch set-up is not counted)."""
+    from .linalg.operators import jacobian_matmat, jvp, vjp
+
+    tangent = torch.randn_like(x0)
+    block = torch.randn(max(1, min(k, int(x0[0].numel()))), *x0.shape, dtype=x0.dtype, device=x0.device)
+    operations = {"forward": lambda: looped(x0), "jvp": lambda: jvp(looped, x0, tangent),
+                  "vjp": lambda: vjp(looped, x0, tangent), "jvp_block": lambda: jacobian_matmat(looped, x0, block)}
+    prices = {}
+    for name, operation in operations.items():
+        with torch.no_grad() if name == "forward" else torch.enable_grad():
+            operation()
+            runs = []
+            for _ in range(3):  # the fastest of three: a busy moment of the machine is not the block's cost
+                start = time.perf_counter()
+                operation()
+                runs.append(time.perf_counter() - start)
+            prices[name] = min(runs)
+    return prices
+
+
+def _seconds(cost, prices: dict) -> float:
+    if isinstance(cost, dict):
+        unknown = set(cost) - set(prices)
+        if unknown:
+            raise ArgumentError(f"a diagnostic's cost names unknown operations {sorted(unknown)} — use forward, jvp, "
+                                "vjp and jvp_block")
+        return sum(count * prices[name] for name, count in cost.items())
+    return float(cost) * prices["forward"]
+
+
 def describe(model, inputs, tokenizer=None, layers=None, mode: str = "block", loops: int = 32, diagnostics=None,
              k: int = 4, *, eigen_k: int = 4, spectral_samples: int = 3, max_length: int | None = 512) -> list[LayerPlan]:
     """Dry run of `analyze`: what would be measured, the state sizes, and an estimated cost.
@@ -289,9 +321,9 @@ def describe(model, inputs, tokenizer=None, layers=None, mode: str = "block", lo
         >>> [(p.layer, p.state_size) for p in plans]
         [(0, 48), (1, 48)]
 
-    The cost is counted in block forwards (a jvp costs about 3, a vjp about 3, a Lanczos iteration one of each;
-    ``k`` Lyapunov tangents cost ``3k`` per loop; Arnoldi about 60 jvps) and turned into seconds with one timed
-    forward of each block.
+    Each diagnostic states its cost as counts of block operations (forwards, jvps, vjps, k-tangent vmapped jvps:
+    `Diagnostic.cost`); describe times each operation once on each block (after a warm-up) and prices the counts.
+    ``per_diagnostic_seconds`` holds each diagnostic's estimate, to compare with `LayerResult.timings`.
     """
     diagnostics = _resolve_diagnostics(diagnostics)
     prepared = prepare_model(model)
@@ -302,19 +334,14 @@ def describe(model, inputs, tokenizer=None, layers=None, mode: str = "block", lo
         for index, example in enumerate(model_inputs.examples()):
             for looped in build_maps(prepared, example, layer_list, mode, None, None):
                 x0 = looped.x0
-                with torch.no_grad():
-                    looped(x0)
-                    start = time.perf_counter()
-                    looped(x0)
-                    seconds = time.perf_counter() - start
+                prices = _operation_seconds(looped, x0, k)
                 options = {"k": k, "eigen_k": eigen_k, "spectral_samples": spectral_samples}
                 # The trajectory itself, then each diagnostic's own estimate (registered ones included).
-                costs = {diagnostic.name: float(diagnostic.cost(int(x0[0].numel()), loops, options))
+                costs = {diagnostic.name: _seconds(diagnostic.cost(int(x0[0].numel()), loops, options), prices)
                          for diagnostic in resolve(diagnostics)}
-                equivalents = loops + sum(costs.values())
+                total = loops * prices["forward"] + sum(costs.values())
                 plans.append(LayerPlan(index, example.labels[0], looped.meta["layer"], list(x0.shape[1:]),
-                                       int(x0[0].numel()), seconds, float(equivalents), seconds * equivalents,
-                                       {name: seconds * cost for name, cost in costs.items()}))
+                                       int(x0[0].numel()), prices["forward"], total / prices["forward"], total, costs))
     finally:
         prepared.restore()
     return plans

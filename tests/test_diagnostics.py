@@ -96,3 +96,19 @@ def test_a_registered_diagnostic_reaches_text_json_and_html(mean_step, tmp_path)
     # The default set includes it too once registered (default=True), and describe prices it.
     plans = jacobiscope.describe(model, torch.tensor([[1, 2, 3, 4]]), loops=5)
     assert "mean_step" in plans[0].per_diagnostic_seconds
+
+
+def test_describe_estimates_each_diagnostic_within_a_factor_of_3():
+    """describe prices each diagnostic's operation counts with timed operations of the block; analyze then records
+    what each one really took. Measured on a small GPT-2 block (the costly diagnostics and the total)."""
+    torch.manual_seed(0)
+    model = transformers.GPT2Model(transformers.GPT2Config(n_embd=64, n_layer=1, n_head=4, vocab_size=100))
+    ids = torch.randint(0, 100, (1, 32))
+    [plan] = jacobiscope.describe(model, ids, loops=16)
+    report = jacobiscope.analyze(model, ids, loops=16, progress=False)
+    [row] = report.rows
+    for name in ("spectral_norm", "eigenvalues", "lyapunov"):
+        ratio = plan.per_diagnostic_seconds[name] / row.timings[name]
+        assert 1 / 3 <= ratio <= 3, (name, plan.per_diagnostic_seconds[name], row.timings[name])
+    ratio = plan.estimated_seconds / sum(row.timings.values())
+    assert 1 / 3 <= ratio <= 3, (plan.estimated_seconds, row.timings)

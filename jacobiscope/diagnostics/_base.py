@@ -76,8 +76,10 @@ class Diagnostic:
     default: bool = True
     always: bool = False  # runs whatever subset is asked for (the regime verdict reads what the others found)
 
-    def cost(self, state_size: int, loops: int, options: dict) -> float:
-        """Block forwards this diagnostic costs on one trajectory (a jvp or vjp counts about 3)."""
+    def cost(self, state_size: int, loops: int, options: dict):
+        """What this diagnostic costs on one trajectory, for `describe`: a number of block forwards, or a dict of
+        operation counts ``{"forward": n, "jvp": n, "vjp": n, "jvp_block": n}`` (``jvp_block``: ``k`` tangents
+        pushed through one vmapped jvp), which `describe` prices with timed operations of the actual block."""
         return 0.0
 
     def compute(self, context: MeasureContext):

@@ -10,7 +10,7 @@ class Energy(Diagnostic):
     name = "energy"
 
     def cost(self, state_size, loops, options):
-        return float(loops)
+        return {"forward": loops + 1}  # one drive evaluation per state
 
     def compute(self, context: MeasureContext):
         from ..dynamics.energy import pseudo_energy
