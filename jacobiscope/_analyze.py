@@ -29,26 +29,32 @@ def _has_native_loop(model) -> bool:
     return callable(getattr(model, "loop_map", None))
 
 
-def _native_examples(inputs):
-    """Puzzles for a model with its own ``loop_map``: strings or an ``[N, 81]`` tensor, one example each."""
+def _native_examples(model, inputs):
+    """One example per input for a model with its own ``loop_map``: a tensor is split along its first dimension;
+    anything else goes through the model's ``loop_inputs`` (the reference solvers turn puzzle strings into ids)."""
     from .adapters.inputs import InputError, ModelInputs
 
-    if isinstance(inputs, str):
-        inputs = [inputs]
-    if isinstance(inputs, (list, tuple)):
-        if not inputs:
-            raise InputError("No puzzles given: pass at least one 81-character puzzle string.")
-        from .data.sudoku import to_tensor
-
-        tensor, labels = to_tensor(list(inputs)), [text[:20] + "..." for text in inputs]
-    elif isinstance(inputs, torch.Tensor):
-        tensor = inputs if inputs.dim() == 2 else inputs.unsqueeze(0)
-        if tensor.shape[0] == 0:
-            raise InputError("The puzzle tensor is empty.")
-        labels = [f"puzzle[{i}]" for i in range(tensor.shape[0])]
+    if isinstance(inputs, torch.Tensor):
+        tensor = inputs if inputs.dim() >= 2 else inputs.unsqueeze(0)
+        labels = [f"input[{i}]" for i in range(tensor.shape[0])]
+    elif callable(getattr(model, "loop_inputs", None)):
+        items = [inputs] if isinstance(inputs, str) else list(inputs)
+        if not items:
+            raise InputError(f"No inputs given to {type(model).__name__} — pass at least one")
+        tensor = model.loop_inputs(items)
+        labels = [(str(item)[:20] + "...") if len(str(item)) > 20 else str(item) for item in items]
     else:
-        raise InputError(f"A looped model takes puzzles (strings or an [N, 81] tensor), got {type(inputs).__name__}.")
+        raise InputError(f"{type(model).__name__} runs its own loop on tensors: pass its loop_map inputs as a tensor "
+                         f"[N, ...], got {type(inputs).__name__} — or give the model a loop_inputs(inputs) method")
+    if tensor.shape[0] == 0:
+        raise InputError("The input tensor is empty — pass at least one example.")
     return [ModelInputs({"input_ids": tensor[i : i + 1]}, [labels[i]]) for i in range(tensor.shape[0])]
+
+
+def _native_map(model, example, dtype):
+    looped = model.loop_map(example.kwargs["input_ids"])
+    looped.meta.setdefault("layer", 0)
+    return looped.to(dtype=dtype) if dtype is not None else looped
 
 
 def _resolve_diagnostics(diagnostics) -> tuple[str, ...]:
@@ -161,7 +167,7 @@ def analyze(
     try:
         if native:
             # A reference looped model exposes its own recurrence: no adapter, one "layer" (the loop itself).
-            examples = _native_examples(inputs)
+            examples = _native_examples(model, inputs)
             layer_list = [0]
             mode = "loop"
         else:
@@ -180,9 +186,7 @@ def analyze(
         outcome = getattr(model, "loop_outcome", None) if native else None
         for global_index, example in shard:
             if native:
-                looped = model.loop_map(example.kwargs["input_ids"])
-                looped.meta.setdefault("layer", 0)
-                maps = [looped.to(dtype=dtype) if dtype is not None else looped]
+                maps = [_native_map(model, example, dtype)]
             else:
                 maps = build_maps(prepared, example, layer_list, mode, eta, dtype)
             for looped in maps:
@@ -328,11 +332,17 @@ def describe(model, inputs, tokenizer=None, layers=None, mode: str = "block", lo
     diagnostics = _resolve_diagnostics(diagnostics)
     prepared = prepare_model(model)
     plans = []
+    native = _has_native_loop(model)
     try:
-        model_inputs = prepare_inputs(model, inputs, tokenizer, max_length=max_length)
-        layer_list = _resolve_layers(model, layers)
-        for index, example in enumerate(model_inputs.examples()):
-            for looped in build_maps(prepared, example, layer_list, mode, None, None):
+        if native:  # the model's own recurrence, exactly as analyze measures it
+            examples = _native_examples(model, inputs)
+        else:
+            examples = prepare_inputs(model, inputs, tokenizer, max_length=max_length).examples()
+            layer_list = _resolve_layers(model, layers)
+        for index, example in enumerate(examples):
+            maps = [_native_map(model, example, None)] if native else build_maps(prepared, example, layer_list, mode,
+                                                                                  None, None)
+            for looped in maps:
                 x0 = looped.x0
                 prices = _operation_seconds(looped, x0, k)
                 options = {"k": k, "eigen_k": eigen_k, "spectral_samples": spectral_samples}

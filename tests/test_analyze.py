@@ -177,3 +177,39 @@ def test_native_looped_model_is_analysed_through_its_own_loop_map():
     direct = jacobiscope.lyapunov_spectrum(looped, looped.x0, steps=5, k=2, seed=0)
     assert report.rows[0].lyapunov["exponents"] == pytest.approx(direct.exponents[0].tolist(), abs=1e-6)
     assert len(report.rows[0].energy) == 6  # the loop has a drive: -Tr(X^T (MSA(X) + C))
+
+
+class _MyRecurrentModel(torch.nn.Module):
+    """Not a Sudoku solver: any model exposing its recurrence through loop_map is analysed the same way."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.mix = torch.nn.Linear(6, 6)
+
+    def loop_map(self, input_ids):
+        drive = input_ids.to(torch.float32).unsqueeze(-1).expand(-1, -1, 6)
+        step = lambda x: torch.tanh(self.mix(x) + drive)  # noqa: E731
+        return jacobiscope.LoopedMap(step, batch_dims=1, x0=torch.zeros(input_ids.shape[0], input_ids.shape[1], 6))
+
+
+def test_any_model_with_a_recurrence_is_analysed_and_described():
+    model = _MyRecurrentModel()
+    inputs = torch.tensor([[1, 2, 0], [0, 1, 1]])
+    report = jacobiscope.analyze(model, inputs, loops=6, progress=False, diagnostics=["lyapunov"])
+    assert [row.input_label for row in report.rows] == ["input[0]", "input[1]"]
+    assert all(row.mode == "loop" and row.state_shape == [3, 6] for row in report.rows)
+    # The same recurrence, measured directly, gives the same exponent: analyze adds nothing of its own.
+    direct = jacobiscope.measure(model.loop_map(inputs[1:2]), loops=6, diagnostics=["lyapunov"])
+    assert report.rows[1].lyapunov["exponents"] == pytest.approx(direct.lyapunov["exponents"])
+    with pytest.raises(jacobiscope.adapters.InputError, match="loop_inputs"):
+        jacobiscope.analyze(model, ["a sentence"], loops=2, progress=False)
+    plans = jacobiscope.describe(model, inputs, loops=6)
+    assert [(p.layer, p.state_size) for p in plans] == [(0, 18), (0, 18)]
+
+
+def test_describe_runs_on_the_reference_solvers():
+    solver = jacobiscope.load_pretrained("itrsa-sudoku")
+    puzzle = "670000005003040082040005136000730090304206070001090600509008000000950208000127400"
+    [plan] = jacobiscope.describe(solver, [puzzle], loops=8, diagnostics=["lyapunov"])
+    assert plan.state_size == 81 * solver.config.hidden_size and plan.estimated_seconds > 0

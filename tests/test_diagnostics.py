@@ -105,10 +105,12 @@ def test_describe_estimates_each_diagnostic_within_a_factor_of_3():
     model = transformers.GPT2Model(transformers.GPT2Config(n_embd=64, n_layer=1, n_head=4, vocab_size=100))
     ids = torch.randint(0, 100, (1, 32))
     [plan] = jacobiscope.describe(model, ids, loops=16)
-    report = jacobiscope.analyze(model, ids, loops=16, progress=False)
-    [row] = report.rows
+    # The faster of two runs: a moment of load on a shared machine is not the diagnostic's cost (describe also
+    # takes the fastest of its timed operations).
+    runs = [jacobiscope.analyze(model, ids, loops=16, progress=False).rows[0].timings for _ in range(2)]
+    timings = {name: min(run[name] for run in runs) for name in runs[0]}
     for name in ("spectral_norm", "eigenvalues", "lyapunov"):
-        ratio = plan.per_diagnostic_seconds[name] / row.timings[name]
-        assert 1 / 3 <= ratio <= 3, (name, plan.per_diagnostic_seconds[name], row.timings[name])
-    ratio = plan.estimated_seconds / sum(row.timings.values())
-    assert 1 / 3 <= ratio <= 3, (plan.estimated_seconds, row.timings)
+        ratio = plan.per_diagnostic_seconds[name] / timings[name]
+        assert 1 / 3 <= ratio <= 3, (name, plan.per_diagnostic_seconds[name], timings[name])
+    ratio = plan.estimated_seconds / sum(timings.values())
+    assert 1 / 3 <= ratio <= 3, (plan.estimated_seconds, timings)

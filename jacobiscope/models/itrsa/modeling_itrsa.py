@@ -284,6 +284,11 @@ class ItrSAForSudoku(PreTrainedModel):
         looped.meta.update({"model": "ItrSAForSudoku", "mode": "loop", "eta": self.config.eta})
         return looped
 
+    def loop_inputs(self, puzzles) -> torch.Tensor:
+        """Puzzles (81-character strings, ``0`` or ``.`` for blanks, or an ``[N, 81]`` int tensor) as the ``[N, 81]``
+        ids `loop_map` takes; `jacobiscope.analyze` calls it for inputs that are not tensors yet."""
+        return _as_puzzle_tensor(puzzles)
+
     def loop_outcome(self, input_ids, loops: int) -> list[dict]:
         """What the model makes of each puzzle after ``loops`` loops, for `jacobiscope.analyze`: one dict per
         puzzle, ``{"solved": bool, "givens": int}``. Solved means the completed grid is a valid Sudoku that keeps
