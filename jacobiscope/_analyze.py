@@ -17,6 +17,7 @@ from ._resources import public_name
 from .diagnostics import measure
 from .diagnostics._base import resolve
 from .report import LayerResult, Report
+from ._validation import positive_int
 
 __all__ = ["analyze", "describe", "DIAGNOSTICS", "LayerPlan"]
 
@@ -157,8 +158,7 @@ def analyze(
     gathered on every process (torch.func runs on the unwrapped model).
     """
     diagnostics = _resolve_diagnostics(diagnostics)
-    if isinstance(loops, bool) or not isinstance(loops, int) or loops <= 0:
-        raise ArgumentError(f"loops must be a positive int, got {loops!r}.")
+    positive_int(loops, "loops")
     prepared = prepare_model(model)
     notes = list(prepared.notes)
     rows: list[LayerResult] = []

@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from .errors import ArgumentError, NonFiniteWarning, StateError, StepOutputError
+from ._validation import positive_int
 
 __all__ = ["LoopedMap", "as_looped_map"]
 
@@ -328,10 +329,7 @@ def require_precision(x: torch.Tensor, what: str) -> None:
         )
 
 
-def _positive_int(value, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ArgumentError(f"{name} must be a positive int, got {value!r}.")
-    return value
+_positive_int = positive_int
 
 
 def _default_name(step) -> str:

@@ -34,11 +34,13 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 from ._io import atomic_write_text
+from .dynamics.regime import Regime
 
 __all__ = ["LayerResult", "Report", "MODES", "REGIMES", "DATAFRAME_COLUMNS"]
 
 MODES = ("block", "attention", "loop")
-REGIMES = ("converging", "critical", "chaotic", "oscillating", "diverging", "unknown")
+# Every verdict a row may carry: the classifier's and "unknown" (one vocabulary, `jacobiscope.dynamics.Regime`).
+REGIMES = tuple(regime.value for regime in Regime)
 
 FORMAT = "jacobiscope-report"
 FORMAT_VERSION = 1

@@ -9,6 +9,7 @@ import torch
 
 from ..errors import ArgumentError, ConvergenceWarning, NonFiniteWarning
 from ._base import MeasureContext, resolve
+from .._validation import positive_int
 
 __all__ = ["measure"]
 
@@ -67,8 +68,7 @@ def measure(looped_map, x0=None, *, loops: int = 32, diagnostics=None, k: int = 
     """
     from ..report import LayerResult
 
-    if isinstance(loops, bool) or not isinstance(loops, int) or loops <= 0:
-        raise ArgumentError(f"loops must be a positive int, got {loops!r}.")
+    positive_int(loops, "loops")
     chosen = resolve(diagnostics)
     started = time.perf_counter()
     looped, x0 = _one_trajectory(looped_map, x0)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 
+from ..dynamics.regime import Regime as Verdict
 from ._base import Diagnostic, MeasureContext
 
 
@@ -17,7 +18,7 @@ class Regime(Diagnostic):
 
         lyapunov = context.results.get("lyapunov")
         if lyapunov is None and context.nonfinite_loop < 0:
-            return {"regime": "unknown",
+            return {"regime": Verdict.UNKNOWN.value,
                     "evidence": {"reason": "the verdict needs the Lyapunov exponent: add 'lyapunov' to diagnostics"}}
         import torch
 
@@ -32,7 +33,7 @@ class Regime(Diagnostic):
             oscillation=eigen["oscillation"] if eigen else None,
             states=context.states[: last + 1],
         )
-        return {"regime": verdict.regime, "evidence": dict(verdict.evidence, reason=verdict.reason)}
+        return {"regime": Verdict(verdict.regime).value, "evidence": dict(verdict.evidence, reason=verdict.reason)}
 
     def fields(self, result) -> dict:
         return {"regime": result["regime"], "evidence": result["evidence"]}

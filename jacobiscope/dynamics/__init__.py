@@ -3,10 +3,11 @@ from .clusters import TokenOrderParameters, leading_axis_rotation, token_order_p
 from .energy import pseudo_energy
 from .lyapunov import LyapunovResult, kaplan_yorke_dimension, lyapunov_spectrum
 from .oscillation import OscillationMeasures, oscillation_measures
-from .regime import REGIMES, RegimeVerdict, classify_dynamics
+from .regime import REGIMES, Regime, RegimeVerdict, classify_dynamics
 
 __all__ = [
     "REGIMES",
+    "Regime",
     "RegimeVerdict",
     "TokenOrderParameters",
     "classify_dynamics",

@@ -10,6 +10,7 @@ import torch
 from ..errors import ArgumentError, NonFiniteWarning
 from ..linalg.operators import forward_ad_context, jacobian_matmat, jvp
 from ..maps import LoopedMap, as_looped_map, require_precision
+from .._validation import nonnegative_int, positive_int
 
 __all__ = ["lyapunov_spectrum", "LyapunovResult", "kaplan_yorke_dimension"]
 
@@ -125,13 +126,10 @@ def lyapunov_spectrum(
     x = looped_map.prepare_state(x0)
     require_precision(x, "lyapunov_spectrum")
     for name, value in (("steps", steps), ("reorth_every", reorth_every)):
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise ArgumentError(f"{name} must be a positive int, got {value!r}.")
-    if isinstance(transient, bool) or not isinstance(transient, int) or transient < 0:
-        raise ArgumentError(f"transient must be a non-negative int, got {transient!r}.")
+        positive_int(value, name)
+    nonnegative_int(transient, "transient")
     size = looped_map.state_size(x)
-    if isinstance(k, bool) or not isinstance(k, int) or k <= 0:
-        raise ArgumentError(f"k must be a positive int, got {k!r}.")
+    positive_int(k, "k")
     if k > size:
         raise ArgumentError(
             f"k={k} tangent vectors cannot exceed the state size D={size}: a D-dimensional map has D exponents. "

@@ -9,14 +9,41 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from enum import Enum
 
 import torch
 
 from ..errors import ArgumentError
 
-__all__ = ["REGIMES", "RegimeVerdict", "classify_dynamics"]
+__all__ = ["Regime", "REGIMES", "RegimeVerdict", "classify_dynamics"]
 
-REGIMES = ("converging", "critical", "chaotic", "oscillating", "diverging")
+
+class Regime(str, Enum):
+    """The one vocabulary of verdicts, used by the classifier, the diagnostics, reports and the CLI.
+
+    Example::
+
+        >>> from jacobiscope.dynamics.regime import Regime
+        >>> Regime("critical") is Regime.CRITICAL, Regime.CRITICAL == "critical"
+        (True, True)
+
+    A `str` enum, so a verdict compares equal to its plain name and JSON holds the name. ``UNKNOWN`` is what a row
+    says when the verdict could not be reached (the Lyapunov exponent was not measured).
+    """
+
+    CONVERGING = "converging"
+    CRITICAL = "critical"
+    CHAOTIC = "chaotic"
+    OSCILLATING = "oscillating"
+    DIVERGING = "diverging"
+    UNKNOWN = "unknown"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+#: The verdicts `classify_dynamics` reaches (every `Regime` but ``unknown``).
+REGIMES = tuple(regime.value for regime in Regime if regime is not Regime.UNKNOWN)
 
 
 @dataclass
@@ -238,7 +265,7 @@ def classify_dynamics(
 # ---------------------------------------------------------------------------------------------------- helpers
 def _verdict(regime: str, evidence: dict, reason: str) -> RegimeVerdict:
     evidence["reason"] = reason
-    return RegimeVerdict(regime=regime, evidence=evidence)
+    return RegimeVerdict(regime=Regime(regime).value, evidence=evidence)  # the one vocabulary, checked
 
 
 def _require_number(value, name, minimum=None, maximum=None):

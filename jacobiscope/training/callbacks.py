@@ -12,6 +12,7 @@ from ..dynamics import lyapunov_spectrum, pseudo_energy
 from ..errors import ArgumentError, ConvergenceWarning
 from ..linalg import spectral_norm
 from ..maps import LoopedMap
+from .._validation import positive_int
 
 __all__ = ["LyapunovCallback", "PseudoEnergyCallback"]
 
@@ -37,8 +38,7 @@ class _TrainerAwareCallback(TrainerCallback):
     """
 
     def __init__(self, every: int = 1, trainer=None):
-        if isinstance(every, bool) or not isinstance(every, int) or every < 1:
-            raise ArgumentError(f"every must be a positive int, got {every!r}.")
+        positive_int(every, "every")
         self.every = every
         self.trainer = trainer
         self.evaluations = 0

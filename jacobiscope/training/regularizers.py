@@ -25,6 +25,7 @@ from torch import nn
 from ..errors import ArgumentError, StateError
 from ..linalg.operators import JacobianOperator, jvp
 from ..maps import LoopedMap, as_looped_map
+from .._validation import nonnegative_int, positive_int
 
 __all__ = [
     "LinearTarget",
@@ -290,8 +291,7 @@ class SpectralRegularizer:
                  init_iterations: int = 10, include_biases: bool = True, fused: Iterable[str] | None = None,
                  seed: int = 0, eps: float = 1e-12):
         for value, name in ((power_iterations, "power_iterations"), (init_iterations, "init_iterations")):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ArgumentError(f"{name} must be a non-negative int, got {value!r}.")
+            nonnegative_int(value, name)
         if power_iterations == 0 and not exact:
             raise ArgumentError("power_iterations must be >= 1 (or pass exact=True).")
         self.targets = spectral_targets(model, modules, fused=fused)
@@ -511,8 +511,7 @@ def jacobian_spectral_penalty(step, x: torch.Tensor | None = None, *, target: fl
     of ``sigma_max`` once ``v`` has converged (as for ``torch.nn.utils.spectral_norm``), at the cost of one jvp and
     its backward. Half-precision maps are evaluated in float32.
     """
-    if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 0:
-        raise ArgumentError(f"iterations must be a non-negative int, got {iterations!r}.")
+    nonnegative_int(iterations, "iterations")
     if not math.isfinite(float(target)):
         raise ArgumentError(f"target must be a finite number, got {target!r}.")
     looped = as_looped_map(step, batch_dims=batch_dims)
@@ -599,8 +598,7 @@ class JacobianRegularizer:
     def __init__(self, target: float = 1.0, *, one_sided: bool = False, iterations: int = 4, samples: int = 4,
                  max_loops: int | None = None, layers: list[int] | None = None, mode: str = "block",
                  eta: float | None = None, map_fn: Callable | None = None, seed: int = 0):
-        if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
-            raise ArgumentError(f"samples must be a positive int, got {samples!r}.")
+        positive_int(samples, "samples")
         if max_loops is not None and (isinstance(max_loops, bool) or not isinstance(max_loops, int) or max_loops < 0):
             raise ArgumentError(f"max_loops must be a non-negative int or None, got {max_loops!r}.")
         if mode not in ("block", "attention"):

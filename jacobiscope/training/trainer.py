@@ -18,6 +18,7 @@ from transformers import Trainer, TrainingArguments
 
 from ..errors import ArgumentError
 from .regularizers import JacobianRegularizer, SpectralRegularizer, attention_weights, energy_penalty
+from .._validation import nonnegative_int, positive_int
 
 __all__ = ["SpectralRegTrainingArguments", "SpectralRegMixin", "SpectralRegTrainer", "SPECTRAL_STATE_NAME"]
 
@@ -111,12 +112,10 @@ def validate_options(options) -> None:
         raise ArgumentError(f"jacobian_reg_mode must be 'block' or 'attention', got {options.jacobian_reg_mode!r}.")
     for name in ("spec_reg_warmup_steps", "spec_reg_power_iterations", "jacobian_reg_iterations"):
         value = getattr(options, name)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ArgumentError(f"{name} must be a non-negative int, got {value!r}.")
+        nonnegative_int(value, name)
     for name in ("jacobian_reg_every", "jacobian_reg_samples"):
         value = getattr(options, name)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ArgumentError(f"{name} must be a positive int, got {value!r}.")
+        positive_int(value, name)
 
 
 class SpectralRegMixin:
