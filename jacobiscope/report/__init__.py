@@ -1,0 +1,32 @@
+"""`Report`: what `jacobiscope.analyze` measured, as a terminal table, JSON, a DataFrame, figures or one HTML file.
+
+Example::
+
+    >>> from jacobiscope.report import LayerResult, Report
+    >>> row = LayerResult(input_index=0, input_label="pixel_values[0]", layer=3, mode="block", eta=None, loops=2,
+    ...     state_shape=[4, 8], state_norm=[1.0, 1.0, 1.0], step_size=[0.1, 0.01],
+    ...     spectral_norm=[{"loop": 2, "value": 0.9, "tolerance": 1e-6}], eigenvalues=[[0.9, 0.0]], eigen_loop=2,
+    ...     oscillation=None, lyapunov=None, clusters=None, energy=None, regime="converging", evidence={},
+    ...     flags=[], seconds=0.1)
+    >>> report = Report(rows=[row], provenance={"model": "demo"}, notes=[])
+    >>> Report.from_json(report.to_json()) == report
+    True
+    >>> print(report.summary())
+    layer  mode   input               state norm  max ||J||2  rho(J)  complex  lambda_max +/- se  eff. clusters  regime      flags
+    ...
+        3  block  0: pixel_values[0]           1         0.9       -        -                  -              -  converging  -
+    ...
+
+Every value is a plain Python number, string, list or dict, so a report survives `to_json` / `from_json`
+exactly (NaN and Inf included, see `Report.to_json`). Plotting needs matplotlib and `to_dataframe` needs
+pandas; both are imported only when called.
+"""
+from __future__ import annotations
+
+from ._report import Report
+from ._schema import (  # noqa: F401 - the schema constants are public too
+    CLUSTER_KEYS, DATAFRAME_COLUMNS, FORMAT, FORMAT_VERSION, LYAPUNOV_KEYS, MODES, OSCILLATION_KEYS, REGIMES,
+    LayerResult,
+)
+
+__all__ = ["LayerResult", "Report", "MODES", "REGIMES", "DATAFRAME_COLUMNS"]

@@ -1,0 +1,238 @@
+"""The report's figures (matplotlib, Agg, no pyplot) and the `Display` objects that draw them."""
+from __future__ import annotations
+
+import math
+
+from ._values import _finite_or_nan
+from ._text import _num
+
+
+def _matplotlib():
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise ImportError(
+            'Report.plot needs matplotlib, which is not installed: pip install "jacobiscope[plot]"'
+        ) from None
+    return Figure, FigureCanvasAgg
+
+
+def _auto_log(ax, series) -> None:
+    """Log scale when positive data spans more than two decades (a diverging norm would flatten the rest)."""
+    values = [v for s in series for v in s if not math.isnan(v)]
+    if values and min(values) > 0 and max(values) / min(values) > 100:
+        ax.set_yscale("log")
+
+
+def _legend(ax, count: int) -> None:
+    if not ax.get_legend_handles_labels()[0]:
+        return
+    if count <= 6:
+        ax.legend(fontsize="small")
+    else:
+        ax.legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.02, 1.0), ncols=1 + count // 20)
+
+
+def _points(values) -> dict:
+    """Small markers on short or gappy series: a finite value between two NaNs would otherwise be invisible."""
+    return {"marker": ".", "ms": 4} if len(values) <= 40 or any(math.isnan(v) for v in values) else {}
+
+
+def _no_data(ax, text: str) -> None:
+    ax.text(0.5, 0.5, text, transform=ax.transAxes, ha="center", va="center", color="0.4")
+
+
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "*")
+
+
+def _plot_eigenvalues(new_figure, rows, labels, colors):
+    figure = new_figure(7.5, 5.5)
+    ax = figure.add_subplot()
+    angles = [2 * math.pi * i / 256 for i in range(257)]
+    ax.plot([math.cos(a) for a in angles], [math.sin(a) for a in angles], color="0.5", lw=1, label="unit circle",
+            gid="unit-circle")
+    ax.axhline(0, color="0.85", lw=0.8, zorder=0)
+    ax.axvline(0, color="0.85", lw=0.8, zorder=0)
+    drawn = 0
+    for i, (row, label, color) in enumerate(zip(rows, labels, colors)):
+        if not row.eigenvalues:
+            continue
+        pairs = [pair for pair in row.eigenvalues if isinstance(pair, (list, tuple)) and len(pair) == 2]
+        real = _finite_or_nan(p[0] for p in pairs)
+        imag = _finite_or_nan(p[1] for p in pairs)
+        suffix = f" (t={row.eigen_loop})" if row.eigen_loop is not None else ""
+        ax.plot(real, imag, linestyle="none", marker=_MARKERS[i % len(_MARKERS)], ms=5, alpha=0.8, color=color,
+                label=label + suffix)
+        drawn += 1
+    # Outside the axes: eigenvalues can sit anywhere in the plane, a legend inside would cover some.
+    if drawn:
+        ax.legend(fontsize="small" if drawn <= 6 else "x-small", loc="upper left", bbox_to_anchor=(1.02, 1.0),
+                  ncols=1 + drawn // 20)
+    ax.set_aspect("equal", adjustable="datalim")
+    ax.set_xlabel("Re $\\lambda$")
+    ax.set_ylabel("Im $\\lambda$")
+    ax.set_title("Jacobian eigenvalues (top-k by modulus)")
+    if not drawn:
+        _no_data(ax, "no eigenvalues in this report")
+    return figure
+
+
+def _plot_norms(new_figure, rows, labels, colors):
+    figure = new_figure(14.0, 4.2)
+    ax_sigma, ax_state, ax_step = figure.subplots(1, 3)
+    sigma_series, state_series, step_series = [], [], []
+    for row, label, color in zip(rows, labels, colors):
+        samples = [e for e in row.spectral_norm if isinstance(e, dict) and "loop" in e]
+        if samples:
+            values = _finite_or_nan(e.get("value") for e in samples)
+            ax_sigma.plot([e["loop"] for e in samples], values, marker="o", ms=3, color=color, label=label)
+            sigma_series.append(values)
+        if row.state_norm:
+            values = _finite_or_nan(row.state_norm)
+            ax_state.plot(range(len(values)), values, color=color, label=label, **_points(values))
+            state_series.append(values)
+        if row.step_size:
+            values = _finite_or_nan(row.step_size)
+            ax_step.plot(range(len(values)), values, color=color, label=label, **_points(values))
+            step_series.append(values)
+    ax_sigma.axhline(1.0, color="0.5", ls=":", lw=1)
+    for ax, series, title, ylabel in (
+        (ax_sigma, sigma_series, "Jacobian spectral norm", "$\\|J\\|_2$"),
+        (ax_state, state_series, "state norm (RMS per token)", "$\\|X_t\\|$"),
+        (ax_step, step_series, "relative step", "$\\|X_{t+1}-X_t\\| / \\|X_t\\|$"),
+    ):
+        ax.set_title(title)
+        ax.set_xlabel("loop t")
+        ax.set_ylabel(ylabel)
+        _auto_log(ax, series)
+        if not series:
+            _no_data(ax, "not measured")
+    _legend(ax_step, len(rows))
+    return figure
+
+
+def _plot_lyapunov(new_figure, rows, labels, colormap):
+    measured = [(row, label) for row, label in zip(rows, labels)
+                if isinstance(row.lyapunov, dict) and row.lyapunov.get("history")]
+    if not measured:
+        figure = new_figure(6.0, 4.0)
+        ax = figure.add_subplot()
+        ax.set_title("Lyapunov exponents")
+        _no_data(ax, "no Lyapunov exponents in this report")
+        return figure
+    columns = min(3, len(measured))
+    lines = math.ceil(len(measured) / columns)
+    height = 3.2 * lines
+    if len(measured) <= 12:
+        figure = new_figure(4.6 * columns, height)
+    else:
+        # The constrained-layout solver costs as much as drawing once per panel: fixed margins for big grids.
+        figure = new_figure(4.6 * columns, height, layout=None)
+        figure.subplots_adjust(left=0.07, right=0.98, top=1 - 0.55 / height, bottom=0.45 / height, hspace=0.55,
+                               wspace=0.3)
+    axes = figure.subplots(lines, columns, squeeze=False)
+    for index, ax in enumerate(axes.flat):
+        if index >= len(measured):
+            ax.set_visible(False)
+            continue
+        row, label = measured[index]
+        history = [step for step in row.lyapunov["history"] if isinstance(step, (list, tuple))]
+        k = max((len(step) for step in history), default=0)
+        loops = list(range(1, len(history) + 1))
+        for j in range(k):
+            values = _finite_or_nan(step[j] if j < len(step) else None for step in history)
+            ax.plot(loops, values, color=colormap(0.85 * j / max(k - 1, 1)), lw=1.2, **_points(values),
+                    label=f"$\\lambda_{{{j + 1}}}$" if k <= 4 else None)
+        ax.axhline(0.0, color="0.5", ls=":", lw=1)
+        exponents = row.lyapunov.get("exponents") or []
+        stderr = row.lyapunov.get("stderr") or []
+        title = label
+        if exponents:
+            title += f"\n$\\lambda_1$ = {_num(exponents[0])}"
+            if stderr:
+                title += f" $\\pm$ {_num(stderr[0], '.2g')}"
+        ax.set_title(title, fontsize="medium")
+        ax.set_xlabel("loop")
+        ax.set_ylabel("running estimate (nats/loop)")
+        if k <= 4:
+            ax.legend(fontsize="x-small")
+    return figure
+
+
+def _plot_energy(new_figure, rows, labels, colors):
+    figure = new_figure(7.0, 4.2)
+    ax = figure.add_subplot()
+    drawn = 0
+    for row, label, color in zip(rows, labels, colors):
+        if row.energy:
+            values = _finite_or_nan(row.energy)
+            ax.plot(range(len(values)), values, color=color, label=label, **_points(values))
+            drawn += 1
+    ax.set_title("pseudo-energy $E_t = -\\mathrm{Tr}(X_t^\\top Y_t)$")
+    ax.set_xlabel("loop t")
+    ax.set_ylabel("$E_t$")
+    _legend(ax, drawn)
+    return figure
+
+
+def _plot_clusters(new_figure, rows, labels, colors):
+    figure = new_figure(11.0, 4.2)
+    ax_top, ax_count = figure.subplots(1, 2)
+    for row, label, color in zip(rows, labels, colors):
+        if not isinstance(row.clusters, dict):
+            continue
+        top = _finite_or_nan(row.clusters.get("top_eigenvalue"))
+        if top:
+            ax_top.plot(range(len(top)), top, color=color, label=label)
+        effective = _finite_or_nan(row.clusters.get("effective_clusters"))
+        if effective:
+            ax_count.plot(range(len(effective)), effective, color=color, label=label)
+        count = _finite_or_nan(row.clusters.get("cluster_count"))
+        if count:
+            ax_count.plot(range(len(count)), count, color=color, ls="--", lw=1)
+    ax_top.set_title("top eigenvalue")
+    ax_count.set_title("clusters: effective (solid), count (dashed)")
+    for ax in (ax_top, ax_count):
+        ax.set_xlabel("loop t")
+    _legend(ax_count, len(rows))
+    return figure
+
+
+def plot_report(report, rows=None) -> dict:
+    Figure, FigureCanvasAgg = _matplotlib()
+    from matplotlib import colormaps
+
+    selected = report._select(rows)
+    with_mode = len({row.mode for row in selected}) > 1
+    with_input = len({row.input_index for row in selected}) > 1
+    labels = [row.label(with_mode=with_mode, with_input=with_input) for row in selected]
+    palette = colormaps["tab10"] if len(selected) <= 10 else colormaps["viridis"]
+    colors = [palette(i if len(selected) <= 10 else i / max(len(selected) - 1, 1)) for i in range(len(selected))]
+
+    def new_figure(width, height, layout="constrained"):
+        figure = Figure(figsize=(width, height), layout=layout)
+        FigureCanvasAgg(figure)
+        return figure
+
+    figures = {
+        "eigenvalues": _plot_eigenvalues(new_figure, selected, labels, colors),
+        "norms": _plot_norms(new_figure, selected, labels, colors),
+        "lyapunov": _plot_lyapunov(new_figure, selected, labels, colormaps["viridis"]),
+    }
+    if any(row.energy for row in selected):
+        figures["energy"] = _plot_energy(new_figure, selected, labels, colors)
+    if any(isinstance(row.clusters, dict) and row.clusters for row in selected):
+        figures["clusters"] = _plot_clusters(new_figure, selected, labels, colors)
+    from ..diagnostics._base import _REGISTRY
+
+    for name in dict.fromkeys(name for row in selected for name in (row.extra or {})):
+        diagnostic = _REGISTRY.get(name)
+        if diagnostic is None:
+            continue
+        # A registered diagnostic draws its own figure over the rows that carry its result.
+        carrying = [(row, label) for row, label in zip(selected, labels) if name in (row.extra or {})]
+        figure = diagnostic.figure([row for row, _ in carrying], [label for _, label in carrying])
+        if figure is not None:
+            figures[name] = figure
+    return figures

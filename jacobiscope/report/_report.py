@@ -1,0 +1,316 @@
+"""`Report`: what `jacobiscope.analyze` returns; the rendering lives in the sibling modules."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ._schema import DATAFRAME_COLUMNS, LayerResult
+from ._values import _plain, _plain_or_raw, _plural, _same
+from ._text import _flatten, _text_table
+from . import _html, _json, _plots, _text
+
+
+@dataclass(eq=False, repr=False)
+class Report:
+    """What ``jacobiscope.analyze`` returns: one `LayerResult` per (input, layer), with provenance and notes.
+
+    Example::
+
+        >>> import math
+        >>> from jacobiscope.report import LayerResult, Report
+        >>> row = LayerResult(0, "x", 5, "block", None, 1, [2], [1.0, math.inf], [math.nan], [], None, None,
+        ...                   None, None, None, None, "diverging", {"growth": math.inf}, ["NaN/Inf at loop 1"], 0.0)
+        >>> report = Report([row], {"model": "demo", "versions": {"torch": "2.13.0"}}, ["a note"])
+        >>> report
+        <Report: 1 row (1 input x 1 layer), 1 flagged, model='demo'>
+        >>> Report.from_json(report.to_json()) == report  # NaN and Inf survive JSON
+        True
+
+    Attributes:
+        rows: the measurements, in the order ``analyze`` made them.
+        provenance: model, layers, mode, loops, dtype, device, seed, ``versions``: how to reproduce the numbers.
+        notes: things the run changed or decided on the user's behalf (e.g. an attention backend switch).
+
+    Dict rows are turned into `LayerResult` (`LayerResult.from_dict`). ``str(report)`` is `summary`; in
+    Jupyter the summary shows as an HTML table.
+    """
+
+    rows: list
+    provenance: dict
+    notes: list
+
+    __hash__ = None
+
+    def __post_init__(self):
+        if isinstance(self.rows, (LayerResult, dict)) or not isinstance(self.rows, (list, tuple)):
+            raise TypeError(f"Report.rows must be a list of LayerResult, got {type(self.rows).__name__}")
+        rows = []
+        for i, row in enumerate(self.rows):
+            if isinstance(row, dict):
+                row = LayerResult.from_dict(row)
+            elif not isinstance(row, LayerResult):
+                raise TypeError(f"Report.rows[{i}] is a {type(row).__name__}; expected a LayerResult (or its dict)")
+            rows.append(row)
+        self.rows = rows
+        if self.provenance is None:
+            self.provenance = {}
+        if not isinstance(self.provenance, dict):
+            raise TypeError(f"Report.provenance must be a dict, got {type(self.provenance).__name__}")
+        if self.notes is None:
+            self.notes = []
+        if isinstance(self.notes, str) or not isinstance(self.notes, (list, tuple)):
+            raise TypeError(f"Report.notes must be a list of str, got {type(self.notes).__name__}")
+        self.notes = list(self.notes)
+
+    # ------------------------------------------------------------------ text
+
+    def summary(self, *, max_label: int = 24) -> str:
+        """A terminal table, one line per (input, layer), then the notes and a provenance line.
+
+        Example::
+
+            >>> from jacobiscope.report import Report
+            >>> print(Report([], {"model": "demo"}, ["nothing measured"]).summary())
+            (no rows)
+            Notes:
+              - nothing measured
+            Provenance: model=demo
+
+        Columns: layer, mode, input (index: label, cut to ``max_label`` characters), the final state norm
+        (RMS per token), the largest ``||J||_2`` over the sampled loops, the spectral radius and complex
+        (oscillatory) share of the top-k eigenvalues, the largest Lyapunov exponent with its standard error
+        (nats per loop), the final effective cluster count, the regime and the flags. "-" means not measured.
+        """
+        headers, body = self._summary_cells(max_label=max_label)
+        lines = [_text_table(headers, body)] if body else ["(no rows)"]
+        outcome = self.outcome_summary()
+        if outcome:
+            lines.append(outcome)
+        if self.notes:
+            lines.append("Notes:")
+            lines.extend(f"  - {note}" for note in self.notes)
+        provenance = ", ".join(f"{key}={value}" for key, value in _flatten(self.provenance))
+        lines.append(f"Provenance: {provenance or '-'}")
+        return "\n".join(lines)
+
+    def outcome_summary(self) -> str:
+        """One sentence on what the model made of its inputs, when its rows carry an ``outcome`` ("" otherwise).
+
+        Example::
+
+            >>> from jacobiscope.report import LayerResult, Report
+            >>> rows = [LayerResult(i, f"p{i}", 0, "loop", 1.0, 8, [81, 4], [1.0] * 9, [0.1] * 8, [], None, None,
+            ...                     None, None, None, None, "converging", {}, [], 0.0, outcome={"solved": i == 0})
+            ...         for i in range(2)]
+            >>> Report(rows, {}, []).outcome_summary()
+            'Outcome at 8 loops: 1 of 2 inputs solved (p0); not solved: p1.'
+        """
+        return _text.outcome_summary(self)
+
+    def _summary_cells(self, *, max_label: int | None) -> tuple[list[str], list[list[str]]]:
+        return _text.summary_cells(self, max_label=max_label)
+
+    def __str__(self) -> str:
+        return self.summary()
+
+    def __repr__(self) -> str:
+        inputs = len({row.input_index for row in self.rows})
+        layers = len({row.layer for row in self.rows})
+        flagged = sum(1 for row in self.rows if row.flags)
+        n = len(self.rows)
+        text = f"<Report: {_plural(n, 'row')} ({_plural(inputs, 'input')} x {_plural(layers, 'layer')})"
+        if flagged:
+            text += f", {flagged} flagged"
+        if "model" in self.provenance:
+            text += f", model={self.provenance['model']!r}"
+        return text + ">"
+
+    def _repr_html_(self) -> str:
+        return self._html_tables()
+
+    def __eq__(self, other):
+        if not isinstance(other, Report):
+            return NotImplemented
+        return _same(_plain_or_raw(self), _plain_or_raw(other))
+
+    def validate(self) -> "Report":
+        """Check every row against the contract; raise ValueError listing all problems, else return self.
+
+        Example::
+
+            >>> from jacobiscope.report import Report
+            >>> Report([], {}, []).validate()
+            <Report: 0 rows (0 inputs x 0 layers)>
+        """
+        problems = []
+        for i, row in enumerate(self.rows):
+            problems += [f"rows[{i}] (layer {row.layer}, input {row.input_index}): {p}" for p in row.validate()]
+        for i, note in enumerate(self.notes):
+            if not isinstance(note, str):
+                problems.append(f"notes[{i}] is a {type(note).__name__}, expected str")
+        try:
+            _plain(self.provenance, "Report.provenance")
+        except TypeError as error:
+            problems.append(str(error))
+        if problems:
+            raise ValueError("the report does not match the LayerResult contract:\n  " + "\n  ".join(problems))
+        return self
+
+    # ------------------------------------------------------------------ JSON
+
+    def to_dict(self) -> dict:
+        """Plain Python values: ``{"provenance", "notes", "rows": [row dicts]}``; NaN and Inf stay floats.
+
+        Example::
+
+            >>> from jacobiscope.report import Report
+            >>> Report([], {"seed": 0}, []).to_dict()
+            {'provenance': {'seed': 0}, 'notes': [], 'rows': []}
+        """
+        return {
+            "provenance": _plain(self.provenance, "Report.provenance"),
+            "notes": _plain(self.notes, "Report.notes"),
+            "rows": [row.to_dict() for row in self.rows],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Report":
+        """Build a report from `to_dict` output (or parsed JSON, after its non-finite values are restored).
+
+        Example::
+
+            >>> from jacobiscope.report import Report
+            >>> Report.from_dict({"provenance": {}, "notes": [], "rows": []})
+            <Report: 0 rows (0 inputs x 0 layers)>
+        """
+        if not isinstance(data, dict) or "rows" not in data:
+            got = sorted(data) if isinstance(data, dict) else type(data).__name__
+            raise ValueError(f"not a jacobiscope report: expected a dict with rows, provenance and notes, got {got}")
+        if not isinstance(data["rows"], list):
+            raise ValueError(f"not a jacobiscope report: rows must be a list, got {type(data['rows']).__name__}")
+        rows = [LayerResult.from_dict(row) for row in data["rows"]]
+        return cls(rows=rows, provenance=data.get("provenance") or {}, notes=data.get("notes") or [])
+
+    def to_json(self, path=None) -> str:
+        """The report as standard JSON text; written atomically to ``path`` when given.
+
+        Example::
+
+            >>> import json, math
+            >>> from jacobiscope.report import Report
+            >>> text = Report([], {"tolerance": math.nan, "limit": math.inf}, []).to_json()
+            >>> json.loads(text)["provenance"], json.loads(text)["nonfinite"]
+            ({'tolerance': None, 'limit': None}, {'/provenance/tolerance': 'nan', '/provenance/limit': 'inf'})
+
+        Strict JSON (RFC 8259) has no NaN or Infinity, and other tools reject Python's ``NaN`` literal, so every
+        non-finite float is written as null. The top-level ``"nonfinite"`` object maps the JSON Pointer of each
+        one to ``"nan"``, ``"inf"`` or ``"-inf"``, which is how `from_json` restores them exactly. NaN where
+        the row schema promises a float (state_norm, step_size, spectral norm values, eigenvalues, energy, the
+        oscillation / lyapunov / clusters numbers, seconds) needs no entry: null there already means NaN.
+        Lists of numbers are kept on one line.
+        """
+        return _json.report_to_json(self, path)
+
+    @classmethod
+    def from_json(cls, source) -> "Report":
+        """Read a report written by `to_json`: a path (str or PathLike) or the JSON text itself.
+
+        Example::
+
+            >>> from jacobiscope.report import Report
+            >>> Report.from_json('{"provenance": {"model": "demo"}, "notes": [], "rows": []}')
+            <Report: 0 rows (0 inputs x 0 layers), model='demo'>
+
+        A str that starts with ``{`` (after whitespace) is JSON text; anything else is a path. Python's
+        ``NaN``/``Infinity`` literals are accepted too.
+        """
+        return _json.report_from_json(cls, source)
+
+    # ------------------------------------------------------------------ pandas
+
+    def to_dataframe(self):
+        """A pandas DataFrame, one row per `LayerResult`, with the scalar columns of `DATAFRAME_COLUMNS`.
+
+        Example::
+
+            >>> from jacobiscope.report import Report
+            >>> Report([], {}, []).to_dataframe().shape  # doctest: +SKIP
+            (0, 35)
+
+        Lists (trajectories, eigenvalues, histories) stay in the report: take them from ``report.rows``.
+        Not measured is NaN (None in all-empty columns); ``flags`` is the flags joined by ``"; "``.
+        """
+        try:
+            import pandas
+        except ImportError:
+            raise ImportError("Report.to_dataframe needs pandas, which is not installed: pip install pandas") from None
+        return pandas.DataFrame([row.scalars() for row in self.rows], columns=list(DATAFRAME_COLUMNS))
+
+    # ------------------------------------------------------------------ figures
+
+    def plot(self, rows=None) -> dict:
+        """Matplotlib figures of the report, by name; never opens a window.
+
+        Example::
+
+            >>> from jacobiscope.report import Report
+            >>> sorted(Report([], {}, []).plot())  # doctest: +SKIP
+            ['eigenvalues', 'lyapunov', 'norms']
+
+        Arguments:
+            rows: which rows to draw: None (all), or a list of row indices and/or `LayerResult` objects.
+
+        Returns ``{"eigenvalues", "norms", "lyapunov"}`` always (a figure says when it has no data), plus
+        ``"energy"`` when a row has a pseudo-energy and ``"clusters"`` when a row has cluster measures:
+
+        - eigenvalues: the top-k Jacobian eigenvalues in the complex plane with the unit circle.
+        - norms: ``||J||_2`` at the sampled loops, the state norm and the relative step size, against the loop.
+        - lyapunov: the running estimate of every exponent against the loop, one panel per row.
+        - energy: pseudo-energy against the loop.
+        - clusters: the top eigenvalue and the (effective) cluster count against the loop.
+
+        Figures are `matplotlib.figure.Figure` objects on the Agg canvas, made without pyplot: the global
+        backend is not touched, nothing pops up, and they are freed with their last reference. Save one with
+        ``fig.savefig("norms.png")``.
+        """
+        return _plots.plot_report(self, rows)
+
+    def _select(self, rows) -> list:
+        if rows is None:
+            return list(self.rows)
+        if isinstance(rows, (int, LayerResult)):
+            rows = [rows]
+        selected = []
+        for item in rows:
+            if isinstance(item, LayerResult):
+                selected.append(item)
+            elif isinstance(item, int) and not isinstance(item, bool):
+                if not -len(self.rows) <= item < len(self.rows):
+                    raise IndexError(f"row index {item} is out of range: the report has {len(self.rows)} rows")
+                selected.append(self.rows[item])
+            else:
+                raise TypeError(f"rows must hold row indices or LayerResult objects, got {type(item).__name__}")
+        return selected
+
+    # ------------------------------------------------------------------ HTML
+
+    def save_html(self, path, *, figures: bool = True, dpi: int = 100) -> Path:
+        """Write one self-contained HTML file (tables and figures inline, no external resources); return its path.
+
+        Example::
+
+            >>> import pathlib, tempfile
+            >>> from jacobiscope.report import Report
+            >>> with tempfile.TemporaryDirectory() as folder:
+            ...     path = Report([], {"model": "demo"}, []).save_html(pathlib.Path(folder) / "r.html", figures=False)
+            ...     "<title>jacobiscope report: demo</title>" in path.read_text()
+            True
+
+        The file holds the provenance table, the notes, the summary table (full input labels), each row's
+        flags and evidence, and every `plot` figure as an inline base64 PNG at ``dpi``. All text is
+        HTML-escaped. ``figures=False`` writes the tables only and does not need matplotlib. Written atomically.
+        """
+        return _html.save_html(self, path, figures=figures, dpi=dpi)
+
+    def _html_tables(self) -> str:
+        return _html.html_tables(self)

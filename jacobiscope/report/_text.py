@@ -1,0 +1,170 @@
+"""The text summary: table cells, number formatting, the outcome sentence."""
+from __future__ import annotations
+
+import math
+
+from ._values import _is_number, _plural
+
+
+def _num(value, spec: str = ".3g") -> str:
+    if value is None:
+        return "-"
+    if not _is_number(value):
+        return str(value)
+    if math.isnan(value):
+        return "nan"
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    return format(value, spec)
+
+
+def _single_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _shorten(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: max(width - 3, 1)] + "..."
+
+
+def _flatten(mapping: dict, prefix: str = ""):
+    """``(dotted key, display string)`` pairs of a nested dict (``versions.torch``)."""
+    for key, value in mapping.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            yield from _flatten(value, name + ".")
+        elif isinstance(value, (list, tuple)):
+            yield name, "[" + ", ".join(_display(item) for item in value) + "]"
+        else:
+            yield name, _display(value)
+
+
+def _display(value) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return _num(value, ".6g")
+    return str(value)
+
+
+def _text_table(headers: list, body: list) -> str:
+    """Aligned columns, numbers right-aligned; the last column (flags) is not padded."""
+    columns = len(headers)
+    widths = [max([len(headers[c])] + [len(r[c]) for r in body]) for c in range(columns)]
+    right = [c not in (1, 2, 9, 10) for c in range(columns)]  # mode, input, regime, flags are text
+
+    def line(cells):
+        out = []
+        for c, cell in enumerate(cells):
+            if c == columns - 1:
+                out.append(cell)
+            elif right[c]:
+                out.append(cell.rjust(widths[c]))
+            else:
+                out.append(cell.ljust(widths[c]))
+        return "  ".join(out).rstrip()
+
+    header = "  ".join(h.ljust(widths[c]) if c < columns - 1 else h for c, h in enumerate(headers))
+    rule = "  ".join("-" * widths[c] for c in range(columns))
+    return "\n".join([header, rule, *(line(r) for r in body)])
+
+
+def _extra_columns(rows) -> list[tuple[str, str]]:
+    """(diagnostic, header) of every summary column that the rows' extra diagnostics provide, in first-seen order."""
+    columns = []
+    for row in rows:
+        for name, result in (row.extra or {}).items():
+            for header in _diagnostic_columns(name, result):
+                if (name, header) not in columns:
+                    columns.append((name, header))
+    return columns
+
+
+def _diagnostic_columns(name: str, result) -> dict:
+    """A registered diagnostic's own columns for ``result``; a scalar result is its own column; else none."""
+    from ..diagnostics._base import _REGISTRY
+
+    diagnostic = _REGISTRY.get(name)
+    if diagnostic is not None:
+        try:
+            return dict(diagnostic.columns(result))
+        except Exception:  # noqa: BLE001 - a user's column code must not break the report
+            return {name: "?"}
+    return {name: result} if _is_number(result) or isinstance(result, str) else {}
+
+
+def _extra_cells(row, columns) -> list[str]:
+    cells = []
+    for name, header in columns:
+        result = (row.extra or {}).get(name)
+        value = _diagnostic_columns(name, result).get(header) if result is not None else None
+        cells.append("-" if value is None else _num(value, ".4g") if _is_number(value) else _single_line(str(value)))
+    return cells
+
+
+def _outcome_cell(outcome) -> str:
+    if not isinstance(outcome, dict):
+        return "-"
+    if "solved" in outcome:
+        return "solved" if outcome["solved"] else "not solved"
+    return ", ".join(f"{key}={_display(value)}" for key, value in outcome.items()) or "-"
+
+
+def summary_cells(report, *, max_label: int | None) -> tuple[list[str], list[list[str]]]:
+    headers = ["layer", "mode", "input", "state norm", "max ||J||2", "rho(J)", "complex", "lambda_max +/- se",
+               "eff. clusters", "regime", "flags"]
+    with_outcome = any(row.outcome is not None for row in report.rows)
+    if with_outcome:
+        headers.insert(-1, "outcome")
+    extra_columns = _extra_columns(report.rows)
+    headers[-1:-1] = [header for _, header in extra_columns]
+    body = []
+    for row in report.rows:
+        s = row.scalars()
+        label = _single_line(str(row.input_label))
+        if max_label is not None:
+            label = _shorten(label, max_label)
+        complex_share = s["complex_fraction"]
+        if _is_number(complex_share) and math.isfinite(complex_share):
+            complex_cell = f"{100 * complex_share:.0f}%"
+        else:
+            complex_cell = _num(complex_share)
+        if s["lambda_max"] is None:
+            lyapunov_cell = "-"
+        elif s["lambda_max_stderr"] is None:
+            lyapunov_cell = _num(s["lambda_max"])
+        else:
+            lyapunov_cell = f"{_num(s['lambda_max'])} +/- {_num(s['lambda_max_stderr'], '.2g')}"
+        body.append([
+            str(row.layer),
+            str(row.mode),
+            f"{row.input_index}: {label}",
+            _num(s["final_state_norm"], ".4g"),
+            _num(s["max_spectral_norm"], ".4g"),
+            _num(s["spectral_radius"], ".4g"),
+            complex_cell,
+            lyapunov_cell,
+            _num(s["final_effective_clusters"], ".3g"),
+            str(row.regime),
+            "; ".join(_single_line(str(flag)) for flag in row.flags) or "-",
+        ])
+        if with_outcome:
+            body[-1].insert(-1, _outcome_cell(row.outcome))
+        cells = _extra_cells(row, extra_columns)
+        body[-1][-1:-1] = cells
+    return headers, body
+
+
+def outcome_summary(report) -> str:
+    judged = [row for row in report.rows if isinstance(row.outcome, dict) and "solved" in row.outcome]
+    if not judged:
+        return ""
+    solved = [row for row in judged if row.outcome["solved"]]
+    unsolved = [row for row in judged if not row.outcome["solved"]]
+    loops = sorted({row.loops for row in judged})
+    at = f"{loops[0]} loops" if len(loops) == 1 else "loops " + ", ".join(map(str, loops))
+    text = f"Outcome at {at}: {len(solved)} of {_plural(len(judged), 'input')} solved"
+    if solved:
+        text += " (" + ", ".join(str(row.input_label) for row in solved) + ")"
+    if unsolved:
+        text += "; not solved: " + ", ".join(str(row.input_label) for row in unsolved)
+    return text + "."
