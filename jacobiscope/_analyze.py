@@ -72,14 +72,6 @@ def _resolve_layers(model, layers) -> list[int]:
     return list(layers)
 
 
-def _sample_loops(loops: int, samples: int) -> list[int]:
-    if samples <= 0:
-        return []
-    if samples == 1:
-        return [loops]
-    return sorted({round(i * loops / (samples - 1)) for i in range(samples)})
-
-
 def _versions() -> dict:
     import jacobiscope
 

@@ -325,3 +325,31 @@ def test_save_html_without_figures_needs_no_matplotlib(report, tmp_path, monkeyp
     text = report.save_html(tmp_path / "tables.html", figures=False).read_text(encoding="utf-8")
     assert "data:image/png" not in text and "&lt;script&gt;" in text
     assert "<table" in report._repr_html_()
+
+
+def test_displays_draw_the_rows_data_on_the_users_axes(report):
+    """scikit-learn-style displays: the plotted lines are the rows' own numbers, on axes the caller owns."""
+    pytest.importorskip("matplotlib")
+    from matplotlib.figure import Figure
+
+    from jacobiscope.report import ReportDisplay
+
+    figure = Figure()
+    axes = figure.subplots(1, 3)
+    display = report.display("norms").plot(ax=axes)
+    assert display.figure_ is figure and list(display.ax_) == list(axes)
+    state_lines = axes[1].get_lines()
+    drawn = [row for row in report.rows if row.state_norm]
+    assert len(state_lines) == len(drawn)
+    for line, row in zip(state_lines, drawn):
+        expected = [v if math.isfinite(v) else float("nan") for v in row.state_norm]  # Inf is not drawn
+        assert list(line.get_ydata()) == pytest.approx(expected, nan_ok=True)
+    single = Figure().add_subplot()
+    shown = ReportDisplay.from_report(report, "eigenvalues").plot(ax=single)
+    assert shown.ax_ is single and shown.figure_ is single.figure
+    with pytest.raises(ValueError, match="draws on 3 Axes, got 1"):
+        report.display("norms").plot(ax=single)
+    with pytest.raises(ValueError, match="unknown figure kind 'spectrum'"):
+        report.display("spectrum")
+    lyapunov = report.display("lyapunov").plot()
+    assert lyapunov.figure_ is not None and isinstance(lyapunov.ax_, list)

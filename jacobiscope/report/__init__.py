@@ -23,10 +23,11 @@ pandas; both are imported only when called.
 """
 from __future__ import annotations
 
+from ._plots import ReportDisplay
 from ._report import Report
 from ._schema import (  # noqa: F401 - the schema constants are public too
     CLUSTER_KEYS, DATAFRAME_COLUMNS, FORMAT, FORMAT_VERSION, LYAPUNOV_KEYS, MODES, OSCILLATION_KEYS, REGIMES,
     LayerResult,
 )
 
-__all__ = ["LayerResult", "Report", "MODES", "REGIMES", "DATAFRAME_COLUMNS"]
+__all__ = ["LayerResult", "Report", "ReportDisplay", "MODES", "REGIMES", "DATAFRAME_COLUMNS"]

@@ -48,7 +48,11 @@ _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "*")
 
 def _plot_eigenvalues(new_figure, rows, labels, colors):
     figure = new_figure(7.5, 5.5)
-    ax = figure.add_subplot()
+    _draw_eigenvalues(figure.add_subplot(), rows, labels, colors)
+    return figure
+
+
+def _draw_eigenvalues(ax, rows, labels, colors):
     angles = [2 * math.pi * i / 256 for i in range(257)]
     ax.plot([math.cos(a) for a in angles], [math.sin(a) for a in angles], color="0.5", lw=1, label="unit circle",
             gid="unit-circle")
@@ -75,12 +79,16 @@ def _plot_eigenvalues(new_figure, rows, labels, colors):
     ax.set_title("Jacobian eigenvalues (top-k by modulus)")
     if not drawn:
         _no_data(ax, "no eigenvalues in this report")
-    return figure
 
 
 def _plot_norms(new_figure, rows, labels, colors):
     figure = new_figure(14.0, 4.2)
-    ax_sigma, ax_state, ax_step = figure.subplots(1, 3)
+    _draw_norms(figure.subplots(1, 3), rows, labels, colors)
+    return figure
+
+
+def _draw_norms(axes, rows, labels, colors):
+    ax_sigma, ax_state, ax_step = axes
     sigma_series, state_series, step_series = [], [], []
     for row, label, color in zip(rows, labels, colors):
         samples = [e for e in row.spectral_norm if isinstance(e, dict) and "loop" in e]
@@ -109,7 +117,6 @@ def _plot_norms(new_figure, rows, labels, colors):
         if not series:
             _no_data(ax, "not measured")
     _legend(ax_step, len(rows))
-    return figure
 
 
 def _plot_lyapunov(new_figure, rows, labels, colormap):
@@ -131,8 +138,12 @@ def _plot_lyapunov(new_figure, rows, labels, colormap):
         figure = new_figure(4.6 * columns, height, layout=None)
         figure.subplots_adjust(left=0.07, right=0.98, top=1 - 0.55 / height, bottom=0.45 / height, hspace=0.55,
                                wspace=0.3)
-    axes = figure.subplots(lines, columns, squeeze=False)
-    for index, ax in enumerate(axes.flat):
+    _draw_lyapunov(list(figure.subplots(lines, columns, squeeze=False).flat), measured, colormap)
+    return figure
+
+
+def _draw_lyapunov(axes, measured, colormap):
+    for index, ax in enumerate(axes):
         if index >= len(measured):
             ax.set_visible(False)
             continue
@@ -157,12 +168,15 @@ def _plot_lyapunov(new_figure, rows, labels, colormap):
         ax.set_ylabel("running estimate (nats/loop)")
         if k <= 4:
             ax.legend(fontsize="x-small")
-    return figure
 
 
 def _plot_energy(new_figure, rows, labels, colors):
     figure = new_figure(7.0, 4.2)
-    ax = figure.add_subplot()
+    _draw_energy(figure.add_subplot(), rows, labels, colors)
+    return figure
+
+
+def _draw_energy(ax, rows, labels, colors):
     drawn = 0
     for row, label, color in zip(rows, labels, colors):
         if row.energy:
@@ -173,12 +187,16 @@ def _plot_energy(new_figure, rows, labels, colors):
     ax.set_xlabel("loop t")
     ax.set_ylabel("$E_t$")
     _legend(ax, drawn)
-    return figure
 
 
 def _plot_clusters(new_figure, rows, labels, colors):
     figure = new_figure(11.0, 4.2)
-    ax_top, ax_count = figure.subplots(1, 2)
+    _draw_clusters(figure.subplots(1, 2), rows, labels, colors)
+    return figure
+
+
+def _draw_clusters(axes, rows, labels, colors):
+    ax_top, ax_count = axes
     for row, label, color in zip(rows, labels, colors):
         if not isinstance(row.clusters, dict):
             continue
@@ -196,7 +214,6 @@ def _plot_clusters(new_figure, rows, labels, colors):
     for ax in (ax_top, ax_count):
         ax.set_xlabel("loop t")
     _legend(ax_count, len(rows))
-    return figure
 
 
 def plot_report(report, rows=None) -> dict:
@@ -204,11 +221,7 @@ def plot_report(report, rows=None) -> dict:
     from matplotlib import colormaps
 
     selected = report._select(rows)
-    with_mode = len({row.mode for row in selected}) > 1
-    with_input = len({row.input_index for row in selected}) > 1
-    labels = [row.label(with_mode=with_mode, with_input=with_input) for row in selected]
-    palette = colormaps["tab10"] if len(selected) <= 10 else colormaps["viridis"]
-    colors = [palette(i if len(selected) <= 10 else i / max(len(selected) - 1, 1)) for i in range(len(selected))]
+    labels, colors = _labels_and_colors(selected)
 
     def new_figure(width, height, layout="constrained"):
         figure = Figure(figsize=(width, height), layout=layout)
@@ -236,3 +249,91 @@ def plot_report(report, rows=None) -> dict:
         if figure is not None:
             figures[name] = figure
     return figures
+
+
+class ReportDisplay:
+    """One figure of a report, in the scikit-learn ``Display`` style: build it, then ``plot(ax=...)``.
+
+    Example::
+
+        >>> import math
+        >>> from jacobiscope.report import LayerResult, Report, ReportDisplay
+        >>> row = LayerResult(0, "x", 0, "loop", None, 2, [2], [1.0, 0.9, 0.8], [0.1, 0.1], [], [[0.5, 0.2]], 2,
+        ...                   None, None, None, [1.0, 0.5, 0.2], "converging", {}, [], 0.0)
+        >>> display = ReportDisplay.from_report(Report([row], {}, []), "energy").plot()
+        >>> display.ax_.get_title().startswith("pseudo-energy"), len(display.ax_.lines)
+        (True, 1)
+
+    Kinds and the axes they draw on: ``eigenvalues`` (one Axes: the spectrum against the unit circle), ``energy``
+    (one), ``norms`` (three: ``||J||_2``, state norm, relative step), ``clusters`` (two), ``lyapunov`` (one per row
+    with exponents). ``plot(ax=None)`` makes a new figure (Agg canvas, no pyplot); pass an Axes (or a sequence of
+    as many Axes as the kind needs) to draw into a figure of your own. After ``plot``: ``figure_`` and ``ax_``
+    (an Axes, or a list of them). The constructor only stores its arguments.
+    """
+
+    PANELS = {"eigenvalues": 1, "energy": 1, "norms": 3, "clusters": 2, "lyapunov": None}
+    _SIZES = {"eigenvalues": (7.5, 5.5), "energy": (7.0, 4.2), "norms": (14.0, 4.2), "clusters": (11.0, 4.2)}
+
+    def __init__(self, kind: str, rows: list, labels: list, colors: list):
+        self.kind, self.rows, self.labels, self.colors = kind, rows, labels, colors
+
+    @classmethod
+    def from_report(cls, report, kind: str, rows=None) -> "ReportDisplay":
+        """The display of ``kind`` for ``report`` (``rows``: indices or rows to draw; default all)."""
+        if kind not in cls.PANELS:
+            raise ValueError(f"unknown figure kind {kind!r} — choose from {', '.join(cls.PANELS)}")
+        selected = report._select(rows)
+        labels, colors = _labels_and_colors(selected)
+        return cls(kind, selected, labels, colors)
+
+    def _measured(self):
+        return [(row, label) for row, label in zip(self.rows, self.labels)
+                if isinstance(row.lyapunov, dict) and row.lyapunov.get("history")]
+
+    def plot(self, ax=None) -> "ReportDisplay":
+        """Draw on ``ax`` (an Axes, or a sequence of Axes for the multi-panel kinds), or on a new figure."""
+        Figure, FigureCanvasAgg = _matplotlib()
+        needed = self.PANELS[self.kind] or max(len(self._measured()), 1)
+        if ax is None:
+            width, height = self._SIZES.get(self.kind, (4.6 * min(3, needed), 3.2 * math.ceil(needed / 3)))
+            figure = Figure(figsize=(width, height), layout="constrained")
+            FigureCanvasAgg(figure)
+            axes = list(figure.subplots(1, needed, squeeze=False).flat) if self.kind != "lyapunov" else list(
+                figure.subplots(math.ceil(needed / 3), min(3, needed), squeeze=False).flat)
+        else:
+            axes = [ax] if hasattr(ax, "plot") else list(getattr(ax, "flat", ax))
+            if len(axes) < needed:
+                raise ValueError(f"the {self.kind} figure draws on {needed} Axes, got {len(axes)} — pass as many, "
+                                 "or ax=None for a new figure")
+            figure = axes[0].figure
+        if self.kind == "eigenvalues":
+            _draw_eigenvalues(axes[0], self.rows, self.labels, self.colors)
+        elif self.kind == "energy":
+            _draw_energy(axes[0], self.rows, self.labels, self.colors)
+        elif self.kind == "norms":
+            _draw_norms(axes[:3], self.rows, self.labels, self.colors)
+        elif self.kind == "clusters":
+            _draw_clusters(axes[:2], self.rows, self.labels, self.colors)
+        else:
+            from matplotlib import colormaps
+
+            measured = self._measured()
+            if measured:
+                _draw_lyapunov(axes, measured, colormaps["viridis"])
+            else:
+                axes[0].set_title("Lyapunov exponents")
+                _no_data(axes[0], "no Lyapunov exponents in this report")
+        self.figure_ = figure
+        self.ax_ = axes[0] if self.PANELS[self.kind] == 1 else axes
+        return self
+
+
+def _labels_and_colors(selected):
+    from matplotlib import colormaps
+
+    with_mode = len({row.mode for row in selected}) > 1
+    with_input = len({row.input_index for row in selected}) > 1
+    labels = [row.label(with_mode=with_mode, with_input=with_input) for row in selected]
+    palette = colormaps["tab10"] if len(selected) <= 10 else colormaps["viridis"]
+    colors = [palette(i if len(selected) <= 10 else i / max(len(selected) - 1, 1)) for i in range(len(selected))]
+    return labels, colors

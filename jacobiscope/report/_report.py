@@ -275,6 +275,15 @@ class Report:
         """
         return _plots.plot_report(self, rows)
 
+    def display(self, kind: str, rows=None):
+        """One figure as a scikit-learn-style display: ``report.display("norms").plot(ax=my_axes)``.
+
+        ``kind`` is one of ``eigenvalues``, ``norms``, ``lyapunov``, ``energy``, ``clusters`` (see `ReportDisplay`).
+        """
+        from ._plots import ReportDisplay
+
+        return ReportDisplay.from_report(self, kind, rows)
+
     def _select(self, rows) -> list:
         if rows is None:
             return list(self.rows)
