@@ -49,8 +49,8 @@ def _replace(source: Path, target: Path) -> None:
 
 def save(runs: list[Path]) -> None:
     for run in runs:
-        if _step(run) < 0:
-            print(f"{run}: no complete checkpoint yet, nothing saved")
+        if _step(run) < 0 and not (run / "general").is_dir():
+            print(f"{run}: no complete checkpoint (nor generated puzzles) yet, nothing saved")
             continue
         _replace(run, STORE / run.name)
         print(f"saved {run.name} at step {_step(STORE / run.name)} to {STORE.relative_to(ROOT) / run.name}")
@@ -59,7 +59,7 @@ def save(runs: list[Path]) -> None:
 def restore(target_root: Path) -> None:
     for kept in sorted(p for p in STORE.iterdir() if p.is_dir() and not p.name.endswith(".staging")):
         target = target_root / kept.name
-        if _step(target) >= _step(kept):
+        if target.exists() and _step(target) >= _step(kept):
             print(f"{target}: already at step {_step(target)}, left as it is")
             continue
         _replace(kept, target)
