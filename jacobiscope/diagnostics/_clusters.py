@@ -25,3 +25,10 @@ class Clusters(Diagnostic):
 
     def fields(self, result) -> dict:
         return {"clusters": result}
+
+    headers = ("eff. clusters",)
+
+    def cells(self, scalars: dict) -> list[str]:
+        from ..report._text import _num
+
+        return [_num(scalars["final_effective_clusters"], ".3g")]

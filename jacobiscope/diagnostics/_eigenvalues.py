@@ -44,3 +44,15 @@ class Eigenvalues(Diagnostic):
 
     def fields(self, result) -> dict:
         return {"eigenvalues": result["values"], "eigen_loop": result["loop"], "oscillation": result["oscillation"]}
+
+    headers = ("rho(J)", "complex")
+
+    def cells(self, scalars: dict) -> list[str]:
+        import math
+
+        from ..report._text import _num
+        from ..report._values import _is_number
+
+        share = scalars["complex_fraction"]
+        complex_cell = f"{100 * share:.0f}%" if _is_number(share) and math.isfinite(share) else _num(share)
+        return [_num(scalars["spectral_radius"], ".4g"), complex_cell]

@@ -23,3 +23,14 @@ class Lyapunov(Diagnostic):
 
     def fields(self, result) -> dict:
         return {"lyapunov": result}
+
+    headers = ("lambda_max +/- se",)
+
+    def cells(self, scalars: dict) -> list[str]:
+        from ..report._text import _num
+
+        if scalars["lambda_max"] is None:
+            return ["-"]
+        if scalars["lambda_max_stderr"] is None:
+            return [_num(scalars["lambda_max"])]
+        return [f"{_num(scalars['lambda_max'])} +/- {_num(scalars['lambda_max_stderr'], '.2g')}"]

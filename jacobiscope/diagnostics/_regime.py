@@ -38,4 +38,9 @@ class Regime(Diagnostic):
     def fields(self, result) -> dict:
         return {"regime": result["regime"], "evidence": result["evidence"]}
 
+    headers = ("regime",)
+
+    def cells(self, scalars: dict) -> list[str]:
+        return [str(scalars["regime"])]
+
 

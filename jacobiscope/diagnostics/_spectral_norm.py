@@ -36,3 +36,10 @@ class SpectralNorm(Diagnostic):
 
     def fields(self, result) -> dict:
         return {"spectral_norm": result}
+
+    headers = ("max ||J||2",)
+
+    def cells(self, scalars: dict) -> list[str]:
+        from ..report._text import _num
+
+        return [_num(scalars["max_spectral_norm"], ".4g")]

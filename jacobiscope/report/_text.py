@@ -110,47 +110,30 @@ def _outcome_cell(outcome) -> str:
 
 
 def summary_cells(report, *, max_label: int | None) -> tuple[list[str], list[list[str]]]:
-    headers = ["layer", "mode", "input", "state norm", "max ||J||2", "rho(J)", "complex", "lambda_max +/- se",
-               "eff. clusters", "regime", "flags"]
+    """The summary table: the row's identity and state norm, then each diagnostic's own cells in registry order (the
+    built-ins always, so every report has the same columns; others when a row carries them), outcome, flags."""
+    from ..diagnostics._base import _REGISTRY, list_diagnostics
+
+    list_diagnostics()  # the built-ins register on first use
+    tabled = [d for d in _REGISTRY.values() if getattr(d, "headers", None) and callable(getattr(d, "cells", None))]
+    headers = ["layer", "mode", "input", "state norm"] + [h for d in tabled for h in d.headers]
     with_outcome = any(row.outcome is not None for row in report.rows)
-    if with_outcome:
-        headers.insert(-1, "outcome")
     extra_columns = _extra_columns(report.rows)
-    headers[-1:-1] = [header for _, header in extra_columns]
+    headers += [header for _, header in extra_columns] + (["outcome"] if with_outcome else []) + ["flags"]
     body = []
     for row in report.rows:
-        s = row.scalars()
+        scalars = row.scalars()
         label = _single_line(str(row.input_label))
         if max_label is not None:
             label = _shorten(label, max_label)
-        complex_share = s["complex_fraction"]
-        if _is_number(complex_share) and math.isfinite(complex_share):
-            complex_cell = f"{100 * complex_share:.0f}%"
-        else:
-            complex_cell = _num(complex_share)
-        if s["lambda_max"] is None:
-            lyapunov_cell = "-"
-        elif s["lambda_max_stderr"] is None:
-            lyapunov_cell = _num(s["lambda_max"])
-        else:
-            lyapunov_cell = f"{_num(s['lambda_max'])} +/- {_num(s['lambda_max_stderr'], '.2g')}"
-        body.append([
-            str(row.layer),
-            str(row.mode),
-            f"{row.input_index}: {label}",
-            _num(s["final_state_norm"], ".4g"),
-            _num(s["max_spectral_norm"], ".4g"),
-            _num(s["spectral_radius"], ".4g"),
-            complex_cell,
-            lyapunov_cell,
-            _num(s["final_effective_clusters"], ".3g"),
-            str(row.regime),
-            "; ".join(_single_line(str(flag)) for flag in row.flags) or "-",
-        ])
+        cells = [str(row.layer), str(row.mode), f"{row.input_index}: {label}", _num(scalars["final_state_norm"], ".4g")]
+        for diagnostic in tabled:
+            cells += diagnostic.cells(scalars)
+        cells += _extra_cells(row, extra_columns)
         if with_outcome:
-            body[-1].insert(-1, _outcome_cell(row.outcome))
-        cells = _extra_cells(row, extra_columns)
-        body[-1][-1:-1] = cells
+            cells.append(_outcome_cell(row.outcome))
+        cells.append("; ".join(_single_line(str(flag)) for flag in row.flags) or "-")
+        body.append(cells)
     return headers, body
 
 
