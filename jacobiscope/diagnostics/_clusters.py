@@ -32,3 +32,13 @@ class Clusters(Diagnostic):
         from ..report._text import _num
 
         return [_num(scalars["final_effective_clusters"], ".3g")]
+
+    figure_name = "clusters"
+
+    def figure(self, rows, labels):
+        """The report's "clusters" figure over ``rows`` (None when no row has data for it)."""
+        from ..report._plots import _labels_and_colors, _new_figure, _plot_clusters
+
+        if not (any(isinstance(row.clusters, dict) and row.clusters for row in rows)):
+            return None
+        return _plot_clusters(_new_figure, rows, labels, _labels_and_colors(rows)[1])

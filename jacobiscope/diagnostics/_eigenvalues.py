@@ -56,3 +56,11 @@ class Eigenvalues(Diagnostic):
         share = scalars["complex_fraction"]
         complex_cell = f"{100 * share:.0f}%" if _is_number(share) and math.isfinite(share) else _num(share)
         return [_num(scalars["spectral_radius"], ".4g"), complex_cell]
+
+    figure_name = "eigenvalues"
+
+    def figure(self, rows, labels):
+        """The report's "eigenvalues" figure over ``rows``."""
+        from ..report._plots import _labels_and_colors, _new_figure, _plot_eigenvalues
+
+        return _plot_eigenvalues(_new_figure, rows, labels, _labels_and_colors(rows)[1])

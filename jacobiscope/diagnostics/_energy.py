@@ -22,3 +22,13 @@ class Energy(Diagnostic):
 
     def fields(self, result) -> dict:
         return {"energy": result}
+
+    figure_name = "energy"
+
+    def figure(self, rows, labels):
+        """The report's "energy" figure over ``rows`` (None when no row has data for it)."""
+        from ..report._plots import _labels_and_colors, _new_figure, _plot_energy
+
+        if not (any(row.energy for row in rows)):
+            return None
+        return _plot_energy(_new_figure, rows, labels, _labels_and_colors(rows)[1])

@@ -34,3 +34,13 @@ class Lyapunov(Diagnostic):
         if scalars["lambda_max_stderr"] is None:
             return [_num(scalars["lambda_max"])]
         return [f"{_num(scalars['lambda_max'])} +/- {_num(scalars['lambda_max_stderr'], '.2g')}"]
+
+    figure_name = "lyapunov"
+
+    def figure(self, rows, labels):
+        """The report's "lyapunov" figure over ``rows``."""
+        from matplotlib import colormaps
+
+        from ..report._plots import _new_figure, _plot_lyapunov
+
+        return _plot_lyapunov(_new_figure, rows, labels, colormaps["viridis"])

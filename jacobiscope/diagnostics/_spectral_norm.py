@@ -43,3 +43,11 @@ class SpectralNorm(Diagnostic):
         from ..report._text import _num
 
         return [_num(scalars["max_spectral_norm"], ".4g")]
+
+    figure_name = "norms"
+
+    def figure(self, rows, labels):
+        """The report's "norms" figure over ``rows``."""
+        from ..report._plots import _labels_and_colors, _new_figure, _plot_norms
+
+        return _plot_norms(_new_figure, rows, labels, _labels_and_colors(rows)[1])

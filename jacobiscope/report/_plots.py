@@ -216,38 +216,35 @@ def _draw_clusters(axes, rows, labels, colors):
     _legend(ax_count, len(rows))
 
 
-def plot_report(report, rows=None) -> dict:
+def _new_figure(width, height, layout="constrained"):
+    """A matplotlib Figure on its own Agg canvas: no pyplot, no window, freed with its last reference."""
     Figure, FigureCanvasAgg = _matplotlib()
-    from matplotlib import colormaps
+    figure = Figure(figsize=(width, height), layout=layout)
+    FigureCanvasAgg(figure)
+    return figure
+
+
+def plot_report(report, rows=None) -> dict:
+    """The figures of every registered diagnostic that draws one, in registry order: the built-ins over all the
+    selected rows, a user's diagnostic over the rows that carry its result."""
+    _matplotlib()
+    from ..diagnostics._base import _REGISTRY, list_diagnostics
 
     selected = report._select(rows)
-    labels, colors = _labels_and_colors(selected)
-
-    def new_figure(width, height, layout="constrained"):
-        figure = Figure(figsize=(width, height), layout=layout)
-        FigureCanvasAgg(figure)
-        return figure
-
-    figures = {
-        "eigenvalues": _plot_eigenvalues(new_figure, selected, labels, colors),
-        "norms": _plot_norms(new_figure, selected, labels, colors),
-        "lyapunov": _plot_lyapunov(new_figure, selected, labels, colormaps["viridis"]),
-    }
-    if any(row.energy for row in selected):
-        figures["energy"] = _plot_energy(new_figure, selected, labels, colors)
-    if any(isinstance(row.clusters, dict) and row.clusters for row in selected):
-        figures["clusters"] = _plot_clusters(new_figure, selected, labels, colors)
-    from ..diagnostics._base import _REGISTRY
-
-    for name in dict.fromkeys(name for row in selected for name in (row.extra or {})):
-        diagnostic = _REGISTRY.get(name)
-        if diagnostic is None:
+    labels, _ = _labels_and_colors(selected)
+    list_diagnostics()
+    figures = {}
+    for name, diagnostic in _REGISTRY.items():
+        if hasattr(diagnostic, "figure_name"):  # a built-in: drawn for every row
+            figure = diagnostic.figure(selected, labels)
+            if figure is not None:
+                figures[diagnostic.figure_name] = figure
             continue
-        # A registered diagnostic draws its own figure over the rows that carry its result.
         carrying = [(row, label) for row, label in zip(selected, labels) if name in (row.extra or {})]
-        figure = diagnostic.figure([row for row, _ in carrying], [label for _, label in carrying])
-        if figure is not None:
-            figures[name] = figure
+        if carrying:
+            figure = diagnostic.figure([row for row, _ in carrying], [label for _, label in carrying])
+            if figure is not None:
+                figures[name] = figure
     return figures
 
 
