@@ -33,6 +33,9 @@ def test_wheel_contains_adapters_and_hub_configs(tmp_path):
                     for p in (ROOT / folder).rglob("*") if p.is_file() and "__pycache__" not in p.parts}
         assert expected and expected <= names, sorted(expected - names)
     assert "jacobiscope/dynamics/lyapunov.py" in names
+    # Every subpackage of the source tree is in the wheel (a missed __init__ would drop one silently).
+    source = {p.relative_to(ROOT).as_posix() for p in (ROOT / "jacobiscope").rglob("*.py") if "__pycache__" not in p.parts}
+    assert source <= names, sorted(source - names)[:5]
     # The Sudoku benchmark files: a wheel user has no checkout beside it.
     for name in ("satnet.csv.xz", "rrn-test.csv.xz", "PROVENANCE.md"):
         assert f"jacobiscope/data/benchmarks/{name}" in names
