@@ -145,3 +145,26 @@ def test_general_regime_trains_on_generated_and_satnet_rows(tmp_path):
     assert json.loads((tmp_path / "run" / "general" / "leakage.json").read_text())["generated"] == 6
     with pytest.raises(ValueError, match="train_data must be"):
         train_sudoku(SudokuRecipe(train_data="rrn", max_steps=1, eval_limit=2), tmp_path / "bad", progress=False)
+
+
+def test_resumed_run_keeps_its_weight_average_and_skips_incomplete_checkpoints(tmp_path):
+    from safetensors.torch import load_file
+
+    def recipe(steps):
+        return SudokuRecipe(arch="itrsa", hidden_size=16, num_heads=2, loops=2, batch_size=8, max_steps=steps,
+                            warmup_steps=0, train_limit=32, eval_limit=4, save_steps=2, logging_steps=1,
+                            ema_beta=0.5, ema_every=1, ema_start=1, augment=False)
+
+    train_sudoku(recipe(4), tmp_path / "whole", progress=False)
+    train_sudoku(recipe(2), tmp_path / "split", progress=False)
+    # A save killed half-way leaves a newer folder that must not be trusted.
+    broken = tmp_path / "split" / "checkpoint-3"
+    broken.mkdir()
+    (broken / "trainer_state.json").write_text('{"global_step": 3, "log_hist')
+    resumed = train_sudoku(recipe(4), tmp_path / "split", progress=False)
+    assert resumed["resumed_from"].endswith("checkpoint-2")
+    whole = load_file(str(tmp_path / "whole" / "final_ema" / "model.safetensors"))
+    split = load_file(str(tmp_path / "split" / "final_ema" / "model.safetensors"))
+    raw = load_file(str(tmp_path / "whole" / "final" / "model.safetensors"))
+    assert max(float((whole[k] - raw[k]).abs().max()) for k in whole) > 1e-4  # the average is not the raw weights
+    assert max(float((whole[k] - split[k]).abs().max()) for k in whole) < 1e-5

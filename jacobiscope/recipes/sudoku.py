@@ -147,15 +147,19 @@ class EMACallback(TrainerCallback):
     """Exponential moving average of the weights (beta, every ``every`` steps after ``start``), saved with each
     checkpoint as ``ema.safetensors`` and restored on resume. `swap_in` puts the EMA weights in the model."""
 
-    def __init__(self, beta: float = 0.995, every: int = 10, start: int = 100):
+    def __init__(self, beta: float = 0.995, every: int = 10, start: int = 100, resume_from: str | None = None):
         self.beta, self.every, self.start = beta, every, start
+        self.resume_from = resume_from
         self.shadow: dict[str, torch.Tensor] | None = None
 
     def on_train_begin(self, args, state, control, model=None, **kwargs):
         if self.shadow is None:
             self.shadow = {k: v.detach().clone() for k, v in model.state_dict().items() if v.dtype.is_floating_point}
-        if state.global_step and args.resume_from_checkpoint:
-            self._load(Path(args.resume_from_checkpoint), model)
+        # `Trainer.train(resume_from_checkpoint=...)` does not set `args.resume_from_checkpoint`, so the folder is
+        # handed to the callback by the caller; otherwise a resumed run restarts its average from the raw weights.
+        folder = self.resume_from or args.resume_from_checkpoint
+        if state.global_step and folder:
+            self._load(Path(folder), model)
 
     def on_step_end(self, args, state, control, model=None, **kwargs):
         step = state.global_step
@@ -182,6 +186,9 @@ class EMACallback(TrainerCallback):
         from safetensors.torch import load_file
 
         path = folder / "ema.safetensors"
+        if not path.exists():
+            raise FileNotFoundError(f"checkpoint {folder} has no ema.safetensors: it was saved without its weight "
+                                    f"average (interrupted save?); delete the folder to resume from the one before")
         if path.exists():
             loaded = load_file(str(path))
             for name, value in loaded.items():
@@ -350,9 +357,22 @@ class _AccuracyCallback(TrainerCallback):
               flush=True)
 
 
-def _latest_checkpoint(out_dir: Path) -> str | None:
-    checkpoints = sorted(out_dir.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[-1]))
-    complete = [p for p in checkpoints if (p / "trainer_state.json").exists()]
+def _checkpoint_is_complete(folder: Path, needs_average: bool) -> bool:
+    """A process killed mid-save leaves a folder without some file or with a truncated state: not resumable."""
+    required = ["trainer_state.json", "model.safetensors"] + (["ema.safetensors"] if needs_average else [])
+    if not all((folder / name).is_file() for name in required):
+        return False
+    try:
+        json.loads((folder / "trainer_state.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def _latest_checkpoint(out_dir: Path, needs_average: bool = False) -> str | None:
+    checkpoints = sorted((p for p in out_dir.glob("checkpoint-*") if p.name.split("-")[-1].isdigit()),
+                         key=lambda p: int(p.name.split("-")[-1]))
+    complete = [p for p in checkpoints if _checkpoint_is_complete(p, needs_average)]
     return str(complete[-1]) if complete else None
 
 
@@ -422,7 +442,9 @@ def train_sudoku(recipe: SudokuRecipe, out_dir, *, resume: bool = True, data_pat
     trainer = trainer_class(model=model, args=args, train_dataset=train_set, callbacks=callbacks,
                             data_collator=LoopCountCollator(low, high, seed=recipe.seed,
                                                             supervise_every=recipe.supervise_every))
-    checkpoint = _latest_checkpoint(out_dir) if resume else None
+    checkpoint = _latest_checkpoint(out_dir, needs_average=ema is not None) if resume else None
+    if ema is not None:
+        ema.resume_from = checkpoint
     started = time.perf_counter()
     result = trainer.train(resume_from_checkpoint=checkpoint)
     trainer.save_model(str(out_dir / "final"))
