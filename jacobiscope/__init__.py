@@ -38,7 +38,7 @@ _EXPORTS = {
                "spectral_norm"),
     "maps": ("LoopedMap", "as_looped_map"),
     "diagnostics": ("Diagnostic", "MeasureContext", "register_diagnostic", "list_diagnostics", "get_diagnostic",
-                    "measure"),
+                    "measure", "DiagnosticResult"),
 }
 _ORIGIN = {name: module for module, names in _EXPORTS.items() for name in names}
 

@@ -114,3 +114,49 @@ def test_describe_estimates_each_diagnostic_within_a_factor_of_3():
         assert 1 / 3 <= ratio <= 3, (name, plan.per_diagnostic_seconds[name], timings[name])
     ratio = plan.estimated_seconds / sum(timings.values())
     assert 1 / 3 <= ratio <= 3, (plan.estimated_seconds, timings)
+
+
+def test_results_are_typed_and_round_trip_through_the_row():
+    from dataclasses import dataclass
+
+    from jacobiscope.diagnostics import DiagnosticResult, EigenvaluesResult, LyapunovResult, SpectralNormResult
+
+    matrix = torch.tensor([[0.0, -0.9], [0.9, 0.0]], dtype=torch.float64)  # rotation by pi/2, scaled by 0.9
+    row = measure(lambda x: matrix @ x, torch.tensor([1.0, 0.0], dtype=torch.float64), loops=20, k=2, eigen_k=2)
+    lyapunov, eigen, norm = (row.diagnostic(name) for name in ("lyapunov", "eigenvalues", "spectral_norm"))
+    assert isinstance(lyapunov, LyapunovResult) and lyapunov.max == pytest.approx(math.log(0.9), abs=1e-9)
+    assert isinstance(eigen, EigenvaluesResult) and eigen.spectral_radius == pytest.approx(0.9, abs=1e-6)
+    assert sorted(v.imag for v in eigen.complex_values) == pytest.approx([-0.9, 0.9], abs=1e-6)
+    assert isinstance(norm, SpectralNormResult) and norm.max == pytest.approx(0.9, abs=1e-6)
+    assert LyapunovResult.from_dict(json.loads(json.dumps(lyapunov.to_dict()))) == lyapunov
+    assert lyapunov["exponents"] == lyapunov.exponents  # the stored form's keys still read
+    with pytest.raises(ValueError, match="missing \\['kaplan_yorke'\\]"):
+        LyapunovResult.from_dict({"exponents": [], "stderr": [], "history": []})
+
+    @dataclass
+    class Peak(DiagnosticResult):
+        loop: int
+        value: float
+
+    class PeakNorm(Diagnostic):
+        name = "peak_norm"
+        result_type = Peak
+
+        def compute(self, context):
+            loop = max(range(len(context.state_norm)), key=context.state_norm.__getitem__)
+            return Peak(loop, context.state_norm[loop])
+
+        def columns(self, result):
+            return {"peak at": result.loop}  # typed here too
+
+    register_diagnostic(PeakNorm())
+    try:
+        growth = torch.tensor([[1.1, 0.0], [0.0, 0.5]], dtype=torch.float64)
+        row = measure(lambda x: growth @ x, torch.ones(2, dtype=torch.float64), loops=6,
+                      diagnostics=["lyapunov", "peak_norm"])
+        assert row.extra["peak_norm"] == {"loop": 6, "value": pytest.approx(math.hypot(1.1 ** 6, 0.5 ** 6))}
+        assert row.diagnostic("peak_norm") == Peak(6, row.extra["peak_norm"]["value"])
+        report = jacobiscope.Report([row])
+        assert "peak at" in report.summary().splitlines()[0]
+    finally:
+        unregister_diagnostic("peak_norm")

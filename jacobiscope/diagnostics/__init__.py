@@ -18,6 +18,10 @@ from ._base import (
     Diagnostic, MeasureContext, get_diagnostic, list_diagnostics, register_diagnostic, unregister_diagnostic
 )
 from ._measure import measure
+from ._results import (
+    ClusterResult, DiagnosticResult, EigenvaluesResult, EnergyResult, LyapunovResult, RegimeResult, SpectralNormResult
+)
 
 __all__ = ["Diagnostic", "MeasureContext", "get_diagnostic", "list_diagnostics", "register_diagnostic",
-           "unregister_diagnostic", "measure"]
+           "unregister_diagnostic", "measure", "DiagnosticResult", "SpectralNormResult", "EigenvaluesResult",
+           "LyapunovResult", "ClusterResult", "EnergyResult", "RegimeResult"]

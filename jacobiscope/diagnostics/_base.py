@@ -65,13 +65,15 @@ class Diagnostic:
         2.828427
         >>> _ = jacobiscope.diagnostics.unregister_diagnostic("final_norm")
 
-    Subclass it and override ``compute`` (required), ``cost`` (block forwards it takes, for `describe`),
+    Subclass it and override ``compute`` (required; it may return a `DiagnosticResult` dataclass named in
+    ``result_type``, or plain JSON-able values), ``cost`` (block forwards it takes, for `describe`),
     ``columns`` (summary-table cells) and ``figure`` (a matplotlib figure over several rows). ``requires`` names the
     diagnostics whose results ``compute`` reads from ``context.results``; ``default`` says whether `analyze` runs it
     when no subset is asked for. Results must be JSON-able (dicts, lists, numbers, strings): they travel in reports.
     """
 
     name: str = ""
+    result_type: type | None = None  # a `DiagnosticResult` dataclass: results are stored as its to_dict()
     requires: tuple = ()
     default: bool = True
     always: bool = False  # runs whatever subset is asked for (the regime verdict reads what the others found)
@@ -84,6 +86,13 @@ class Diagnostic:
 
     def compute(self, context: MeasureContext):
         raise NotImplementedError(f"{type(self).__name__}.compute(context) must return the diagnostic's result.")
+
+    def from_row(self, row):
+        """This diagnostic's result on a report row, typed (``result_type.from_dict``) when it declares a type."""
+        raw = (row.extra or {}).get(self.name)
+        if raw is None or self.result_type is None:
+            return raw
+        return self.result_type.from_dict(raw)
 
     def columns(self, result) -> dict:
         """Summary-table cells of one row: ``{header: value}`` (numbers or short strings)."""

@@ -5,6 +5,7 @@ import warnings
 
 from ..errors import ConvergenceWarning
 from ._base import Diagnostic, MeasureContext
+from ._results import EigenvaluesResult
 
 OSCILLATION_KEYS = ("spectral_radius", "complex_fraction", "max_imag", "max_rotation_angle", "mean_rotation_angle",
                     "outside_unit_circle_fraction")
@@ -15,6 +16,7 @@ class Eigenvalues(Diagnostic):
     complex (oscillatory) share and rotation angles; a row is flagged when Arnoldi's residual exceeds 0.05."""
 
     name = "eigenvalues"
+    result_type = EigenvaluesResult
 
     def cost(self, state_size, loops, options):
         # the Krylov basis plus up to eigen_restarts restarts: ~110-140 jvps measured (GPT-2, BERT, ItrSA blocks)
@@ -40,10 +42,16 @@ class Eigenvalues(Diagnostic):
         measures = oscillation_measures(values)
         oscillation = {key: float(getattr(measures, key)) for key in OSCILLATION_KEYS}
         oscillation["max_residual"] = max_residual
-        return {"loop": loop, "values": [[float(v.real), float(v.imag)] for v in values], "oscillation": oscillation}
+        return EigenvaluesResult(loop=loop, values=[[float(v.real), float(v.imag)] for v in values],
+                                 oscillation=oscillation)
 
     def fields(self, result) -> dict:
-        return {"eigenvalues": result["values"], "eigen_loop": result["loop"], "oscillation": result["oscillation"]}
+        return {"eigenvalues": result.values, "eigen_loop": result.loop, "oscillation": result.oscillation}
+
+    def from_row(self, row):
+        if row.eigenvalues is None:
+            return None
+        return EigenvaluesResult(loop=row.eigen_loop, values=row.eigenvalues, oscillation=row.oscillation or {})
 
     headers = ("rho(J)", "complex")
 

@@ -93,7 +93,7 @@ def measure(looped_map, x0=None, *, loops: int = 32, diagnostics=None, k: int = 
         if hasattr(diagnostic, "fields"):
             values.update(diagnostic.fields(result))
         else:
-            extra[diagnostic.name] = result
+            extra[diagnostic.name] = result.to_dict() if hasattr(result, "to_dict") else result
     return LayerResult(
         input_index=input_index, input_label=label or looped.name, layer=looped.meta.get("layer", 0),
         mode=mode or looped.meta.get("mode", "loop"), eta=looped.meta.get("eta"), loops=loops,

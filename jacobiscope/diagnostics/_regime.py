@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..dynamics.regime import Regime as Verdict
 from ._base import Diagnostic, MeasureContext
+from ._results import RegimeResult
 
 
 class Regime(Diagnostic):
@@ -11,6 +12,7 @@ class Regime(Diagnostic):
     trajectory; ``unknown`` (with the reason) when the exponent was not measured and nothing diverged."""
 
     name = "regime"
+    result_type = RegimeResult
     always = True
 
     def compute(self, context: MeasureContext):
@@ -18,25 +20,28 @@ class Regime(Diagnostic):
 
         lyapunov = context.results.get("lyapunov")
         if lyapunov is None and context.nonfinite_loop < 0:
-            return {"regime": Verdict.UNKNOWN.value,
-                    "evidence": {"reason": "the verdict needs the Lyapunov exponent: add 'lyapunov' to diagnostics"}}
+            return RegimeResult(Verdict.UNKNOWN.value,
+                                {"reason": "the verdict needs the Lyapunov exponent: add 'lyapunov' to diagnostics"})
         import torch
 
         eigen = context.results.get("eigenvalues")
         last = context.last_finite
         verdict = classify_dynamics(
-            max_lyapunov=lyapunov["exponents"][0] if lyapunov else float("nan"),
-            max_lyapunov_stderr=lyapunov["stderr"][0] if lyapunov else float("nan"),
+            max_lyapunov=lyapunov.max if lyapunov else float("nan"),
+            max_lyapunov_stderr=lyapunov.max_stderr if lyapunov else float("nan"),
             step_sizes=torch.tensor(context.step_size[:last]) if last > 0 else None,
             state_norms=torch.tensor(context.state_norm[: last + 1]),
             nonfinite_step=context.nonfinite_loop if context.nonfinite_loop >= 0 else None,
-            oscillation=eigen["oscillation"] if eigen else None,
+            oscillation=eigen.oscillation if eigen else None,
             states=context.states[: last + 1],
         )
-        return {"regime": Verdict(verdict.regime).value, "evidence": dict(verdict.evidence, reason=verdict.reason)}
+        return RegimeResult(Verdict(verdict.regime).value, dict(verdict.evidence, reason=verdict.reason))
 
     def fields(self, result) -> dict:
-        return {"regime": result["regime"], "evidence": result["evidence"]}
+        return {"regime": result.regime, "evidence": result.evidence}
+
+    def from_row(self, row):
+        return RegimeResult(row.regime, row.evidence)
 
     headers = ("regime",)
 

@@ -36,8 +36,8 @@ class Report:
     """
 
     rows: list
-    provenance: dict
-    notes: list
+    provenance: dict | None = None  # a report gathered from `measure` rows may have none
+    notes: list | None = None
 
     __hash__ = None
 

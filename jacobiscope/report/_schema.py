@@ -385,13 +385,15 @@ class LayerResult:
         return problems
 
     def diagnostic(self, name: str):
-        """The result of the diagnostic ``name`` on this row (a built-in's field, or ``extra[name]``), or None."""
-        builtin = {"spectral_norm": self.spectral_norm, "lyapunov": self.lyapunov, "clusters": self.clusters,
-                   "energy": self.energy, "regime": {"regime": self.regime, "evidence": self.evidence},
-                   "eigenvalues": None if self.eigenvalues is None else
-                   {"loop": self.eigen_loop, "values": self.eigenvalues, "oscillation": self.oscillation}}
-        if name in builtin:
-            return builtin[name]
+        """The result of the diagnostic ``name`` on this row, typed (its ``result_type``: e.g. a `LyapunovResult`
+        for ``"lyapunov"``) when the diagnostic is registered and declares one; the stored value otherwise; None when
+        it was not measured."""
+        from ..diagnostics._base import _REGISTRY, list_diagnostics
+
+        list_diagnostics()
+        diagnostic = _REGISTRY.get(name)
+        if diagnostic is not None:
+            return diagnostic.from_row(self)
         return (self.extra or {}).get(name)
 
     def label(self, *, with_mode: bool = False, with_input: bool = True) -> str:

@@ -86,7 +86,8 @@ def _diagnostic_columns(name: str, result) -> dict:
     diagnostic = _REGISTRY.get(name)
     if diagnostic is not None:
         try:
-            return dict(diagnostic.columns(result))
+            typed = diagnostic.result_type.from_dict(result) if diagnostic.result_type is not None else result
+            return dict(diagnostic.columns(typed))
         except Exception:  # noqa: BLE001 - a user's column code must not break the report
             return {name: "?"}
     return {name: result} if _is_number(result) or isinstance(result, str) else {}
