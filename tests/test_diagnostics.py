@@ -119,19 +119,19 @@ def test_describe_estimates_each_diagnostic_within_a_factor_of_3():
 def test_results_are_typed_and_round_trip_through_the_row():
     from dataclasses import dataclass
 
-    from jacobiscope.diagnostics import DiagnosticResult, EigenvaluesResult, LyapunovResult, SpectralNormResult
+    from jacobiscope.diagnostics import DiagnosticResult, EigenvaluesMeasurement, LyapunovMeasurement, SpectralNormMeasurement
 
     matrix = torch.tensor([[0.0, -0.9], [0.9, 0.0]], dtype=torch.float64)  # rotation by pi/2, scaled by 0.9
     row = measure(lambda x: matrix @ x, torch.tensor([1.0, 0.0], dtype=torch.float64), loops=20, k=2, eigen_k=2)
     lyapunov, eigen, norm = (row.diagnostic(name) for name in ("lyapunov", "eigenvalues", "spectral_norm"))
-    assert isinstance(lyapunov, LyapunovResult) and lyapunov.max == pytest.approx(math.log(0.9), abs=1e-9)
-    assert isinstance(eigen, EigenvaluesResult) and eigen.spectral_radius == pytest.approx(0.9, abs=1e-6)
+    assert isinstance(lyapunov, LyapunovMeasurement) and lyapunov.max == pytest.approx(math.log(0.9), abs=1e-9)
+    assert isinstance(eigen, EigenvaluesMeasurement) and eigen.spectral_radius == pytest.approx(0.9, abs=1e-6)
     assert sorted(v.imag for v in eigen.complex_values) == pytest.approx([-0.9, 0.9], abs=1e-6)
-    assert isinstance(norm, SpectralNormResult) and norm.max == pytest.approx(0.9, abs=1e-6)
-    assert LyapunovResult.from_dict(json.loads(json.dumps(lyapunov.to_dict()))) == lyapunov
+    assert isinstance(norm, SpectralNormMeasurement) and norm.max == pytest.approx(0.9, abs=1e-6)
+    assert LyapunovMeasurement.from_dict(json.loads(json.dumps(lyapunov.to_dict()))) == lyapunov
     assert lyapunov["exponents"] == lyapunov.exponents  # the stored form's keys still read
     with pytest.raises(ValueError, match="missing \\['kaplan_yorke'\\]"):
-        LyapunovResult.from_dict({"exponents": [], "stderr": [], "history": []})
+        LyapunovMeasurement.from_dict({"exponents": [], "stderr": [], "history": []})
 
     @dataclass
     class Peak(DiagnosticResult):

@@ -19,9 +19,9 @@ from ._base import (
 )
 from ._measure import measure
 from ._results import (
-    ClusterResult, DiagnosticResult, EigenvaluesResult, EnergyResult, LyapunovResult, RegimeResult, SpectralNormResult
+    ClusterMeasurement, DiagnosticResult, EigenvaluesMeasurement, EnergyMeasurement, LyapunovMeasurement, RegimeMeasurement, SpectralNormMeasurement
 )
 
 __all__ = ["Diagnostic", "MeasureContext", "get_diagnostic", "list_diagnostics", "register_diagnostic",
-           "unregister_diagnostic", "measure", "DiagnosticResult", "SpectralNormResult", "EigenvaluesResult",
-           "LyapunovResult", "ClusterResult", "EnergyResult", "RegimeResult"]
+           "unregister_diagnostic", "measure", "DiagnosticResult", "SpectralNormMeasurement", "EigenvaluesMeasurement",
+           "LyapunovMeasurement", "ClusterMeasurement", "EnergyMeasurement", "RegimeMeasurement"]

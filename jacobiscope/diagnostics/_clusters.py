@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ._base import Diagnostic, MeasureContext
-from ._results import ClusterResult
+from ._results import ClusterMeasurement
 
 
 class Clusters(Diagnostic):
@@ -10,7 +10,7 @@ class Clusters(Diagnostic):
     ``[tokens, features]``; None for states without a token axis)."""
 
     name = "clusters"
-    result_type = ClusterResult
+    result_type = ClusterMeasurement
 
     def cost(self, state_size, loops, options):
         return {"forward": 0.3 * (loops + 1)}  # a small eigenproblem per state: a fraction of a block forward
@@ -21,7 +21,7 @@ class Clusters(Diagnostic):
         if context.states.dim() < 3:
             return None  # no token axis: a state must be [tokens, features] for token clusters
         order = token_order_parameters(context.states[: context.last_finite + 1])
-        return ClusterResult(top_eigenvalue=order.top_eigenvalue.tolist(),
+        return ClusterMeasurement(top_eigenvalue=order.top_eigenvalue.tolist(),
                              effective_clusters=order.effective_clusters.tolist(),
                              cluster_count=[int(c) for c in order.cluster_count.tolist()])
 
@@ -29,7 +29,7 @@ class Clusters(Diagnostic):
         return {"clusters": None if result is None else result.to_dict()}
 
     def from_row(self, row):
-        return None if row.clusters is None else ClusterResult.from_dict(row.clusters)
+        return None if row.clusters is None else ClusterMeasurement.from_dict(row.clusters)
 
     headers = ("eff. clusters",)
 

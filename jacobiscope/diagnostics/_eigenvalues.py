@@ -5,7 +5,7 @@ import warnings
 
 from ..errors import ConvergenceWarning
 from ._base import Diagnostic, MeasureContext
-from ._results import EigenvaluesResult
+from ._results import EigenvaluesMeasurement
 
 OSCILLATION_KEYS = ("spectral_radius", "complex_fraction", "max_imag", "max_rotation_angle", "mean_rotation_angle",
                     "outside_unit_circle_fraction")
@@ -16,7 +16,7 @@ class Eigenvalues(Diagnostic):
     complex (oscillatory) share and rotation angles; a row is flagged when Arnoldi's residual exceeds 0.05."""
 
     name = "eigenvalues"
-    result_type = EigenvaluesResult
+    result_type = EigenvaluesMeasurement
 
     def cost(self, state_size, loops, options):
         # the Krylov basis plus up to eigen_restarts restarts: ~110-140 jvps measured (GPT-2, BERT, ItrSA blocks)
@@ -42,7 +42,7 @@ class Eigenvalues(Diagnostic):
         measures = oscillation_measures(values)
         oscillation = {key: float(getattr(measures, key)) for key in OSCILLATION_KEYS}
         oscillation["max_residual"] = max_residual
-        return EigenvaluesResult(loop=loop, values=[[float(v.real), float(v.imag)] for v in values],
+        return EigenvaluesMeasurement(loop=loop, values=[[float(v.real), float(v.imag)] for v in values],
                                  oscillation=oscillation)
 
     def fields(self, result) -> dict:
@@ -51,7 +51,7 @@ class Eigenvalues(Diagnostic):
     def from_row(self, row):
         if row.eigenvalues is None:
             return None
-        return EigenvaluesResult(loop=row.eigen_loop, values=row.eigenvalues, oscillation=row.oscillation or {})
+        return EigenvaluesMeasurement(loop=row.eigen_loop, values=row.eigenvalues, oscillation=row.oscillation or {})
 
     headers = ("rho(J)", "complex")
 

@@ -2,14 +2,14 @@
 from __future__ import annotations
 
 from ._base import Diagnostic, MeasureContext
-from ._results import EnergyResult
+from ._results import EnergyMeasurement
 
 
 class Energy(Diagnostic):
     """``E_t = -Tr(X_t^T Y_t)`` at every finite loop; None for maps without a drive."""
 
     name = "energy"
-    result_type = EnergyResult
+    result_type = EnergyMeasurement
 
     def cost(self, state_size, loops, options):
         return {"forward": loops + 1}  # one drive evaluation per state
@@ -20,13 +20,13 @@ class Energy(Diagnostic):
         if context.looped.drive_function is None:
             return None
         states = context.states[: context.last_finite + 1].unsqueeze(1)
-        return EnergyResult(values=pseudo_energy(states, context.looped).reshape(-1).tolist())
+        return EnergyMeasurement(values=pseudo_energy(states, context.looped).reshape(-1).tolist())
 
     def fields(self, result) -> dict:
         return {"energy": None if result is None else result.values}
 
     def from_row(self, row):
-        return None if row.energy is None else EnergyResult(values=list(row.energy))
+        return None if row.energy is None else EnergyMeasurement(values=list(row.energy))
 
     figure_name = "energy"
 

@@ -2,14 +2,14 @@
 from __future__ import annotations
 
 from ._base import Diagnostic, MeasureContext
-from ._results import LyapunovResult
+from ._results import LyapunovMeasurement
 
 
 class Lyapunov(Diagnostic):
     """QR/Benettin with ``k`` tangent vectors as vmapped jvps over the ``loops`` loops from ``x0``."""
 
     name = "lyapunov"
-    result_type = LyapunovResult
+    result_type = LyapunovMeasurement
 
     def cost(self, state_size, loops, options):
         return {"jvp_block": loops}  # per loop: the k tangents as one vmapped jvp, then a QR
@@ -20,14 +20,14 @@ class Lyapunov(Diagnostic):
         count = min(context.options.get("k", 4), context.state_size)
         result = lyapunov_spectrum(context.looped, context.x0, steps=context.loops, k=count,
                                    seed=context.options.get("seed", 0))
-        return LyapunovResult(exponents=result.exponents[0].tolist(), stderr=result.stderr[0].tolist(),
+        return LyapunovMeasurement(exponents=result.exponents[0].tolist(), stderr=result.stderr[0].tolist(),
                               history=result.history[:, 0].tolist(), kaplan_yorke=float(result.kaplan_yorke[0]))
 
     def fields(self, result) -> dict:
         return {"lyapunov": result.to_dict()}
 
     def from_row(self, row):
-        return None if row.lyapunov is None else LyapunovResult.from_dict(row.lyapunov)
+        return None if row.lyapunov is None else LyapunovMeasurement.from_dict(row.lyapunov)
 
     headers = ("lambda_max +/- se",)
 

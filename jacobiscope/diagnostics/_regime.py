@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..dynamics.regime import Regime as Verdict
 from ._base import Diagnostic, MeasureContext
-from ._results import RegimeResult
+from ._results import RegimeMeasurement
 
 
 class Regime(Diagnostic):
@@ -12,7 +12,7 @@ class Regime(Diagnostic):
     trajectory; ``unknown`` (with the reason) when the exponent was not measured and nothing diverged."""
 
     name = "regime"
-    result_type = RegimeResult
+    result_type = RegimeMeasurement
     always = True
 
     def compute(self, context: MeasureContext):
@@ -20,7 +20,7 @@ class Regime(Diagnostic):
 
         lyapunov = context.results.get("lyapunov")
         if lyapunov is None and context.nonfinite_loop < 0:
-            return RegimeResult(Verdict.UNKNOWN.value,
+            return RegimeMeasurement(Verdict.UNKNOWN.value,
                                 {"reason": "the verdict needs the Lyapunov exponent: add 'lyapunov' to diagnostics"})
         import torch
 
@@ -35,13 +35,13 @@ class Regime(Diagnostic):
             oscillation=eigen.oscillation if eigen else None,
             states=context.states[: last + 1],
         )
-        return RegimeResult(Verdict(verdict.regime).value, dict(verdict.evidence, reason=verdict.reason))
+        return RegimeMeasurement(Verdict(verdict.regime).value, dict(verdict.evidence, reason=verdict.reason))
 
     def fields(self, result) -> dict:
         return {"regime": result.regime, "evidence": result.evidence}
 
     def from_row(self, row):
-        return RegimeResult(row.regime, row.evidence)
+        return RegimeMeasurement(row.regime, row.evidence)
 
     headers = ("regime",)
 

@@ -7,8 +7,8 @@ Example::
     ...                           diagnostics=["lyapunov"])
     >>> lyapunov = row.diagnostic("lyapunov")
     >>> type(lyapunov).__name__, round(lyapunov.max, 4)
-    ('LyapunovResult', -0.6931)
-    >>> jacobiscope.diagnostics.LyapunovResult.from_dict(lyapunov.to_dict()) == lyapunov
+    ('LyapunovMeasurement', -0.6931)
+    >>> jacobiscope.diagnostics.LyapunovMeasurement.from_dict(lyapunov.to_dict()) == lyapunov
     True
 
 A report row (`LayerResult`) holds each result in its JSON form; ``row.diagnostic(name)`` gives it back typed.
@@ -20,8 +20,8 @@ from __future__ import annotations
 import math
 from dataclasses import MISSING, dataclass, field, fields
 
-__all__ = ["DiagnosticResult", "SpectralNormResult", "EigenvaluesResult", "LyapunovResult", "ClusterResult",
-           "EnergyResult", "RegimeResult"]
+__all__ = ["DiagnosticResult", "SpectralNormMeasurement", "EigenvaluesMeasurement", "LyapunovMeasurement", "ClusterMeasurement",
+           "EnergyMeasurement", "RegimeMeasurement"]
 
 
 @dataclass
@@ -70,7 +70,7 @@ def _finite_max(values):
 
 
 @dataclass
-class SpectralNormResult(DiagnosticResult):
+class SpectralNormMeasurement(DiagnosticResult):
     """``||J||_2`` at sampled loops: ``samples`` is ``[{"loop": t, "value": sigma, "tolerance": tol}, ...]``."""
 
     samples: list = field(default_factory=list)
@@ -90,7 +90,7 @@ class SpectralNormResult(DiagnosticResult):
 
 
 @dataclass
-class EigenvaluesResult(DiagnosticResult):
+class EigenvaluesMeasurement(DiagnosticResult):
     """The Jacobian's top eigenvalues at ``loop`` as ``[re, im]`` pairs, with their oscillation measures
     (spectral_radius, complex_fraction, rotation angles, outside_unit_circle_fraction, max_residual)."""
 
@@ -108,7 +108,7 @@ class EigenvaluesResult(DiagnosticResult):
 
 
 @dataclass
-class LyapunovResult(DiagnosticResult):
+class LyapunovMeasurement(DiagnosticResult):
     """The top-k Lyapunov exponents (nats per loop, largest first), their standard errors over loops, the running
     estimate after each loop (``history[t][i]``) and the Kaplan-Yorke dimension."""
 
@@ -127,7 +127,7 @@ class LyapunovResult(DiagnosticResult):
 
 
 @dataclass
-class ClusterResult(DiagnosticResult):
+class ClusterMeasurement(DiagnosticResult):
     """Token-cluster order parameters per loop ``t = 0..`` (the last finite loop)."""
 
     top_eigenvalue: list
@@ -136,14 +136,14 @@ class ClusterResult(DiagnosticResult):
 
 
 @dataclass
-class EnergyResult(DiagnosticResult):
+class EnergyMeasurement(DiagnosticResult):
     """The pseudo-energy ``E_t = -Tr(X_t^T Y_t)`` per loop."""
 
     values: list
 
 
 @dataclass
-class RegimeResult(DiagnosticResult):
+class RegimeMeasurement(DiagnosticResult):
     """The verdict (a `jacobiscope.dynamics.Regime` value) and the numbers behind it."""
 
     regime: str

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ._base import Diagnostic, MeasureContext
-from ._results import SpectralNormResult
+from ._results import SpectralNormMeasurement
 
 
 def sample_loops(loops: int, samples: int) -> list[int]:
@@ -18,7 +18,7 @@ class SpectralNorm(Diagnostic):
     """The Jacobian's spectral norm ``||dF/dX||_2`` at ``spectral_samples`` loops of the trajectory."""
 
     name = "spectral_norm"
-    result_type = SpectralNormResult
+    result_type = SpectralNormMeasurement
 
     def cost(self, state_size, loops, options):
         # ~12 Lanczos steps per sampled loop at tol 1e-3 (8-14 measured on GPT-2, BERT and ItrSA blocks)
@@ -34,13 +34,13 @@ class SpectralNorm(Diagnostic):
             result = spectral_norm(context.looped, context.states[loop : loop + 1], tol=1e-3, max_iter=100,
                                    seed=context.options.get("seed", 0))
             values.append({"loop": loop, "value": float(result.value[0]), "tolerance": float(result.tolerance[0])})
-        return SpectralNormResult(samples=values)
+        return SpectralNormMeasurement(samples=values)
 
     def fields(self, result) -> dict:
         return {"spectral_norm": result.to_dict()["samples"]}
 
     def from_row(self, row):
-        return SpectralNormResult(samples=list(row.spectral_norm))
+        return SpectralNormMeasurement(samples=list(row.spectral_norm))
 
     headers = ("max ||J||2",)
 
