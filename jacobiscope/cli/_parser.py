@@ -124,6 +124,15 @@ def build_parser() -> argparse.ArgumentParser:
     _add_debug(parser)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
 
+    _add_demo(commands)
+    _add_analyze(commands)
+    _add_sudoku(commands)
+    _add_hub(commands)
+    return parser
+
+
+def _add_demo(commands) -> None:
+    """``jacobiscope demo``: the engine on a random looped self-attention map."""
     demo = _subparser(commands, "demo", "run the engine on a random looped self-attention map (no model needed)")
     demo.add_argument("--tokens", type=positive_int, default=16, help="tokens of the random state")
     demo.add_argument("--dim", type=positive_int, default=32, help="channels per token")
@@ -136,6 +145,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--json", action="store_true", help="print a JSON record instead of a table (default: table)")
     demo.set_defaults(handler="demo")
 
+
+def _add_analyze(commands) -> None:
+    """``jacobiscope analyze MODEL``: a model's blocks (or a looped model's loop) as looped maps."""
     analyze = _subparser(commands, "analyze", "analyse a model's blocks (or a looped model's own loop) as looped maps")
     analyze.add_argument("model", help="'minilm' (bundled all-MiniLM-L6-v2), a shipped checkpoint (itrsa-sudoku, "
                          "akorn-sudoku; see 'jacobiscope hub list'), a local model folder, or a Hub id in the local cache")
@@ -165,8 +177,17 @@ def build_parser() -> argparse.ArgumentParser:
                          help="fetch a Hub id that is not in the local cache (default: never touch the network)")
     analyze.set_defaults(handler="analyze")
 
+
+def _add_sudoku(commands) -> None:
+    """``jacobiscope sudoku train|eval``: the reference looped Sudoku solvers."""
     sudoku = _subparser(commands, "sudoku", "train and evaluate the reference looped Sudoku solvers")
     sudoku_commands = sudoku.add_subparsers(dest="sudoku_command", required=True, metavar="COMMAND", parser_class=_Parser)
+    _add_sudoku_train(sudoku_commands)
+    _add_sudoku_eval(sudoku_commands)
+
+
+def _add_sudoku_train(sudoku_commands) -> None:
+    """``jacobiscope sudoku train``: train ItrSA or AKOrN from a recipe, resuming."""
     train = _subparser(sudoku_commands, "train", "train ItrSA or AKOrN (SATNet rows 0-8999 by default; resumes)")
     train.add_argument("--arch", choices=("itrsa", "akorn"), help="model family (default: the recipe's, itrsa)")
     train.add_argument("--config", help="a recipe JSON of jacobiscope.recipes.sudoku.SudokuRecipe fields "
@@ -182,6 +203,10 @@ def build_parser() -> argparse.ArgumentParser:
                        "(default: resume from the newest)")
     train.add_argument("--quiet", action="store_true", help="no progress bars (default: bars on stderr)")
     train.set_defaults(handler="sudoku_train")
+
+
+def _add_sudoku_eval(sudoku_commands) -> None:
+    """``jacobiscope sudoku eval MODEL``: board accuracy per loop count."""
     evaluate = _subparser(sudoku_commands, "eval", "board accuracy per loop count on the ID / OOD test sets")
     evaluate.add_argument("model", help="a checkpoint folder or a shipped name (itrsa-sudoku, akorn-sudoku)")
     evaluate.add_argument("--loops", type=loop_list, default=[16, 32, 64, 128], help="comma-separated loop counts "
@@ -197,6 +222,9 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--quiet", action="store_true", help="no progress bars (default: bars on stderr)")
     evaluate.set_defaults(handler="sudoku_eval")
 
+
+def _add_hub(commands) -> None:
+    """``jacobiscope hub list|prepare|push``: the published checkpoints."""
     hub = _subparser(commands, "hub", "list, prepare and upload the published checkpoints")
     hub_commands = hub.add_subparsers(dest="hub_command", required=True, metavar="COMMAND", parser_class=_Parser)
     _subparser(hub_commands, "list", "the checkpoints shipped with jacobiscope").set_defaults(handler="hub_list")
@@ -209,4 +237,3 @@ def build_parser() -> argparse.ArgumentParser:
     push.add_argument("--repo-id", dest="repo_id", required=True, help="owner/name on the Hub (required)")
     push.add_argument("--private", action="store_true", help="create the repository as private (default: public)")
     push.set_defaults(handler="hub_push")
-    return parser

@@ -92,6 +92,15 @@ def jacobian_eigenvalues(
     require_precision(x, "jacobian_eigenvalues")
     looped_map.checked_step(x)
     size = looped_map.state_size(x)
+    method = _resolve_method(method, k, size, dense_limit)
+    meta = {"map": looped_map.name, "dtype": str(x.dtype), "device": str(x.device), "state_size": size}
+    if method == "dense":
+        return _dense_eigenvalues(looped_map, x, k, size, max_bytes, meta)
+    return _arnoldi_eigenvalues(looped_map, x, k, size, tol, krylov_dim, max_restarts, seed, meta)
+
+
+def _resolve_method(method: str, k: int | None, size: int, dense_limit: int) -> str:
+    """Check ``k`` and ``method`` against the state size; ``"auto"`` becomes ``"dense"`` or ``"arnoldi"``."""
     if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k <= 0):
         raise ArgumentError(f"k must be a positive int or None (all eigenvalues), got {k!r}.")
     if k is not None and k > size:
@@ -102,22 +111,28 @@ def jacobian_eigenvalues(
         method = "dense" if (k is None or size <= dense_limit) else "arnoldi"
     if method == "arnoldi" and k is None:
         raise ArgumentError("method='arnoldi' finds the top-k eigenvalues: pass k=... (or method='dense' for all).")
-    meta = {"map": looped_map.name, "dtype": str(x.dtype), "device": str(x.device), "state_size": size}
-    if method == "dense":
-        batch = int(torch.Size(looped_map.batch_shape(x)).numel())
-        check_dense_budget(batch, size, x.dtype, max_bytes, "jacobian_eigenvalues(method='dense')")
-        J = jacobian(looped_map, x, max_bytes=max_bytes)
-        bad = ~torch.isfinite(J).flatten(-2).all(-1)
-        if bool(bad.any()):
-            _warn_nonfinite(looped_map, int(bad.sum()), bad.numel())
-            J = torch.where(bad[..., None, None], torch.zeros_like(J), J)
-        values = _sort_by_modulus(torch.linalg.eigvals(J))
-        if bool(bad.any()):
-            values = torch.where(bad[..., None], torch.full_like(values, complex("nan+nanj")), values)
-        if k is not None:
-            values = values[..., :k]
-        return EigenResult(values=values, residuals=None, converged=True, method="dense", meta=meta)
+    return method
 
+
+def _dense_eigenvalues(looped_map, x, k, size, max_bytes, meta) -> EigenResult:
+    """All eigenvalues (the first ``k`` if given) from the dense Jacobian; NaN for trajectories where it is NaN/Inf."""
+    batch = int(torch.Size(looped_map.batch_shape(x)).numel())
+    check_dense_budget(batch, size, x.dtype, max_bytes, "jacobian_eigenvalues(method='dense')")
+    J = jacobian(looped_map, x, max_bytes=max_bytes)
+    bad = ~torch.isfinite(J).flatten(-2).all(-1)
+    if bool(bad.any()):
+        _warn_nonfinite(looped_map, int(bad.sum()), bad.numel(), stacklevel=4)
+        J = torch.where(bad[..., None, None], torch.zeros_like(J), J)
+    values = _sort_by_modulus(torch.linalg.eigvals(J))
+    if bool(bad.any()):
+        values = torch.where(bad[..., None], torch.full_like(values, complex("nan+nanj")), values)
+    if k is not None:
+        values = values[..., :k]
+    return EigenResult(values=values, residuals=None, converged=True, method="dense", meta=meta)
+
+
+def _arnoldi_eigenvalues(looped_map, x, k, size, tol, krylov_dim, max_restarts, seed, meta) -> EigenResult:
+    """The ``k`` eigenvalues of largest modulus of each trajectory's Jacobian, by restarted Arnoldi on jvps."""
     if tol is None:
         tol = 1e-10 if x.dtype == torch.float64 else 1e-5
     m = krylov_dim or max(2 * k + 1, k + 20)
@@ -144,7 +159,7 @@ def jacobian_eigenvalues(
             )
             residuals = _true_residuals(block_product, values, vectors)
         except _NonFiniteProduct:
-            _warn_nonfinite(looped_map, 1, batch)
+            _warn_nonfinite(looped_map, 1, batch, stacklevel=4)
             complex_dtype = torch.complex128 if x.dtype == torch.float64 else torch.complex64
             values = torch.full((k,), complex("nan+nanj"), dtype=complex_dtype, device=x.device)
             residuals = torch.full((k,), float("nan"), dtype=x.dtype, device=x.device)
@@ -159,7 +174,7 @@ def jacobian_eigenvalues(
             f"Arnoldi reached max_restarts={max_restarts} before all {k} eigenvalues met tol={tol:.1e}; "
             "see result.residuals. Raise max_restarts or krylov_dim.",
             ConvergenceWarning,
-            stacklevel=2,
+            stacklevel=3,
         )
     return EigenResult(
         values=torch.stack(rows).reshape(*batch_shape, k),
@@ -176,12 +191,13 @@ class _NonFiniteProduct(Exception):
     """A jvp came back NaN/Inf: the Jacobian overflows at this state."""
 
 
-def _warn_nonfinite(looped_map, bad: int, total: int) -> None:
+def _warn_nonfinite(looped_map, bad: int, total: int, *, stacklevel: int) -> None:
+    # stacklevel: the warning points at the code that called jacobian_eigenvalues, however deep the helper is.
     warnings.warn(
         f"jacobian_eigenvalues: the Jacobian of '{looped_map.name}' is NaN/Inf at this state for {bad} of {total} "
         "trajectories (the map overflows nearby); their eigenvalues are NaN.",
         NonFiniteWarning,
-        stacklevel=3,
+        stacklevel=stacklevel,
     )
 
 

@@ -18,95 +18,37 @@ def _search(cells, rows, cols, boxes, limit, found, rng) -> None:
     """
     placed = []
     try:
-        while True:
-            progress = False
-            best, best_count = -1, 10
-            cand = [0] * 81
-            for i in range(81):
-                if cells[i]:
-                    continue
-                r, c, b = _ROW[i], _COL[i], _BOX[i]
-                m = _FULL & ~(rows[r] | cols[c] | boxes[b])
-                if not m:
-                    return
-                if not m & (m - 1):
-                    cells[i] = _DIGIT_OF_BIT[m]
-                    rows[r] |= m
-                    cols[c] |= m
-                    boxes[b] |= m
-                    placed.append(i)
-                    progress = True
-                else:
-                    cand[i] = m
-                    count = _POPCOUNT[m]
-                    if count < best_count:
-                        best, best_count = i, count
-            if progress:
-                continue
-            if best < 0:
-                found.append(cells.copy())
-                return
-            # Hidden singles. ``cand`` may go stale as this pass places digits, but stale sets only ever
-            # contain the true ones, so a "no place for a digit" verdict is always right, and a hidden single
-            # is re-checked against the live masks before it is placed.
-            pair_unit, pair_bit = -1, 0
-            for k in range(27):
-                have = rows[k] if k < 9 else cols[k - 9] if k < 18 else boxes[k - 18]
-                once = twice = thrice = 0
-                unit = _UNITS[k]
-                for i in unit:
-                    m = cand[i]
-                    thrice |= twice & m
-                    twice |= once & m
-                    once |= m
-                if (once | have) != _FULL:
-                    return
-                singles = once & ~twice & ~have
-                if pair_unit < 0 and twice & ~thrice:
-                    pair_unit, pair_bit = k, twice & ~thrice & -(twice & ~thrice)
-                while singles:
-                    bit = singles & -singles
-                    singles ^= bit
-                    i = next((j for j in unit if cand[j] & bit), -1)
-                    if i < 0:  # its only cell took another hidden single in this unit: no place left
-                        return
-                    r, c, b = _ROW[i], _COL[i], _BOX[i]
-                    if (rows[r] | cols[c] | boxes[b]) & bit:
-                        return
-                    cells[i] = _DIGIT_OF_BIT[bit]
-                    rows[r] |= bit
-                    cols[c] |= bit
-                    boxes[b] |= bit
-                    cand[i] = 0
-                    placed.append(i)
-                    progress = True
-            if progress:
-                continue
-            # Branch on the smallest choice: a cell's candidates, or, when no cell has two, the two places a
-            # digit has left in some unit (as dancing links does). Without the second kind, boards with few
-            # givens and several solutions can send fewest-candidate search into huge dead subtrees.
-            if best_count > 2 and pair_unit >= 0:
-                digit = _DIGIT_OF_BIT[pair_bit]
-                choices = [(j, digit) for j in _UNITS[pair_unit] if cand[j] & pair_bit]
-            else:
-                choices = [(best, d) for d in _DIGITS_IN[cand[best]]]
-            if rng is not None:
-                rng.shuffle(choices)
-            for i, d in choices:
-                bit = 1 << (d - 1)
-                r, c, b = _ROW[i], _COL[i], _BOX[i]
-                cells[i] = d
-                rows[r] |= bit
-                cols[c] |= bit
-                boxes[b] |= bit
-                _search(cells, rows, cols, boxes, limit, found, rng)
-                cells[i] = 0
-                rows[r] ^= bit
-                cols[c] ^= bit
-                boxes[b] ^= bit
-                if len(found) >= limit:
-                    return
+        stuck = _propagate(cells, rows, cols, boxes, placed)
+        if stuck is None:
             return
+        cand, best, best_count, pair_unit, pair_bit = stuck
+        if best < 0:
+            found.append(cells.copy())
+            return
+        # Branch on the smallest choice: a cell's candidates, or, when no cell has two, the two places a
+        # digit has left in some unit (as dancing links does). Without the second kind, boards with few
+        # givens and several solutions can send fewest-candidate search into huge dead subtrees.
+        if best_count > 2 and pair_unit >= 0:
+            digit = _DIGIT_OF_BIT[pair_bit]
+            choices = [(j, digit) for j in _UNITS[pair_unit] if cand[j] & pair_bit]
+        else:
+            choices = [(best, d) for d in _DIGITS_IN[cand[best]]]
+        if rng is not None:
+            rng.shuffle(choices)
+        for i, d in choices:
+            bit = 1 << (d - 1)
+            r, c, b = _ROW[i], _COL[i], _BOX[i]
+            cells[i] = d
+            rows[r] |= bit
+            cols[c] |= bit
+            boxes[b] |= bit
+            _search(cells, rows, cols, boxes, limit, found, rng)
+            cells[i] = 0
+            rows[r] ^= bit
+            cols[c] ^= bit
+            boxes[b] ^= bit
+            if len(found) >= limit:
+                return
     finally:
         for i in placed:
             bit = 1 << (cells[i] - 1)
@@ -115,6 +57,93 @@ def _search(cells, rows, cols, boxes, limit, found, rng) -> None:
             boxes[_BOX[i]] ^= bit
             cells[i] = 0
 
+
+def _propagate(cells, rows, cols, boxes, placed):
+    """Place naked, then hidden singles until neither applies, appending each placed cell to ``placed``.
+
+    Returns None on a contradiction, else ``(cand, best, best_count, pair_unit, pair_bit)`` for the board it is
+    stuck on: the candidate masks of the blanks, the blank with the fewest candidates (``best = -1`` when the
+    board is full; the hidden-singles pass is then skipped and the pair fields are unset), and the first unit
+    with a digit that has exactly two places left (``pair_unit = -1`` if none) with that digit's bit.
+    """
+    while True:
+        # The naked-singles pass stays inline: it is the hottest loop of the solver.
+        progress = False
+        best, best_count = -1, 10
+        cand = [0] * 81
+        for i in range(81):
+            if cells[i]:
+                continue
+            r, c, b = _ROW[i], _COL[i], _BOX[i]
+            m = _FULL & ~(rows[r] | cols[c] | boxes[b])
+            if not m:
+                return None
+            if not m & (m - 1):
+                cells[i] = _DIGIT_OF_BIT[m]
+                rows[r] |= m
+                cols[c] |= m
+                boxes[b] |= m
+                placed.append(i)
+                progress = True
+            else:
+                cand[i] = m
+                count = _POPCOUNT[m]
+                if count < best_count:
+                    best, best_count = i, count
+        if progress:
+            continue
+        if best < 0:
+            return cand, best, best_count, -1, 0
+        hidden = _hidden_singles(cells, rows, cols, boxes, cand, placed)
+        if hidden is None:
+            return None
+        progress, pair_unit, pair_bit = hidden
+        if not progress:
+            return cand, best, best_count, pair_unit, pair_bit
+
+
+def _hidden_singles(cells, rows, cols, boxes, cand, placed):
+    """One pass over the 27 units: place every digit that has one place left in a unit.
+
+    Returns None on a contradiction (a digit with no place in a unit), else ``(progress, pair_unit, pair_bit)``:
+    whether a digit was placed, and the first unit with a digit that has exactly two places (``-1, 0`` if none).
+    """
+    # ``cand`` may go stale as this pass places digits, but stale sets only ever contain the true ones, so a
+    # "no place for a digit" verdict is always right, and a hidden single is re-checked against the live
+    # masks before it is placed.
+    progress = False
+    pair_unit, pair_bit = -1, 0
+    for k in range(27):
+        have = rows[k] if k < 9 else cols[k - 9] if k < 18 else boxes[k - 18]
+        once = twice = thrice = 0
+        unit = _UNITS[k]
+        for i in unit:
+            m = cand[i]
+            thrice |= twice & m
+            twice |= once & m
+            once |= m
+        if (once | have) != _FULL:
+            return None
+        singles = once & ~twice & ~have
+        if pair_unit < 0 and twice & ~thrice:
+            pair_unit, pair_bit = k, twice & ~thrice & -(twice & ~thrice)
+        while singles:
+            bit = singles & -singles
+            singles ^= bit
+            i = next((j for j in unit if cand[j] & bit), -1)
+            if i < 0:  # its only cell took another hidden single in this unit: no place left
+                return None
+            r, c, b = _ROW[i], _COL[i], _BOX[i]
+            if (rows[r] | cols[c] | boxes[b]) & bit:
+                return None
+            cells[i] = _DIGIT_OF_BIT[bit]
+            rows[r] |= bit
+            cols[c] |= bit
+            boxes[b] |= bit
+            cand[i] = 0
+            placed.append(i)
+            progress = True
+    return progress, pair_unit, pair_bit
 
 def _solutions(cells: list[int], limit: int, rng=None, name: str = "puzzle") -> list[list[int]]:
     rows, cols, boxes = _setup(cells, name)
