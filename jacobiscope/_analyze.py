@@ -113,7 +113,7 @@ def analyze(
         >>> import torch, transformers, jacobiscope
         >>> model = transformers.GPT2Model(transformers.GPT2Config(n_embd=16, n_layer=2, n_head=2, vocab_size=50))
         >>> report = jacobiscope.analyze(model, torch.tensor([[1, 2, 3, 4, 5]]), loops=8, progress=False)
-        >>> [row.layer for row in report.rows], report.rows[0].regime in ("converging", "critical", "chaotic", "oscillating", "diverging")
+        >>> [row.layer for row in report.rows], report.rows[0].regime in jacobiscope.dynamics.REGIMES
         ([0, 1], True)
 
     Arguments:

@@ -1,3 +1,5 @@
+"""The regime verdict: every row of the calibration table (classify_dynamics' docstring and the README) as a test,
+through `measure` as a user gets it, plus the statistics behind it and bad arguments."""
 import json
 import math
 import warnings
@@ -6,8 +8,9 @@ import pytest
 import torch
 
 import jacobiscope
-from jacobiscope.dynamics.regime import REGIMES, RegimeVerdict, classify_dynamics
+from jacobiscope.dynamics.regime import REGIMES, Regime, RegimeThresholds, RegimeVerdict, classify_dynamics
 from jacobiscope.errors import ArgumentError
+from jacobiscope.systems import henon_map, linear_map, logistic_map, self_attention_map
 
 
 def _rotation(angle, scale=1.0):
@@ -15,120 +18,132 @@ def _rotation(angle, scale=1.0):
                                 dtype=torch.float64)
 
 
-def _classify(m, x0=None, *, steps=400, transient=100, length=200, **kwargs):
-    """Measure a map the way a user would (exponent + stderr + flag from the engine, states from trajectory)."""
-    x0 = m.x0 if x0 is None else x0
-    lyap = jacobiscope.lyapunov_spectrum(m, x0, steps=steps, k=1, transient=transient)
-    states = m.trajectory(x0, steps=length, on_nonfinite="ignore")
-    verdict = classify_dynamics(max_lyapunov=lyap.exponents[0], max_lyapunov_stderr=lyap.stderr[0],
-                                nonfinite_step=lyap.nonfinite_step, states=states, **kwargs)
-    return verdict, lyap
+GOLDEN = math.pi * (math.sqrt(5) - 1)  # 2 pi / phi: the angle worst approximated by a period
+
+# system, expected verdict (period), the loops at which it must hold, a shorter run that may say "undetermined"
+CALIBRATION = {
+    "logistic r=3.2": (lambda: logistic_map(3.2), "periodic", 2, (64, 256), 32),
+    "logistic r=3.5": (lambda: logistic_map(3.5), "periodic", 4, (64, 256), 32),
+    "Feigenbaum point": (lambda: logistic_map(3.5699456), "critical", 0, (256, 1024), 64),
+    "logistic r=3.9": (lambda: logistic_map(3.9), "chaotic", 0, (256, 1024), 32),
+    "logistic r=4": (lambda: logistic_map(4.0), "chaotic", 0, (64, 256), 32),
+    "Henon": (lambda: henon_map(), "chaotic", 0, (256, 1024), 64),
+    "contraction": (lambda: linear_map(torch.diag(torch.tensor([0.5, 0.3], dtype=torch.float64))), "converging", 0,
+                    (64, 256), 16),
+    "slow contraction": (lambda: linear_map(torch.diag(torch.tensor([0.97, 0.3], dtype=torch.float64))),
+                         "converging", 0, (64, 256), 16),
+    "irrational rotation": (lambda: linear_map(_rotation(GOLDEN)), "oscillating", 0, (64, 256), 16),
+    "rational rotation": (lambda: linear_map(_rotation(2 * math.pi / 5)), "periodic", 5, (64, 256), 16),
+    "growth 1.05": (lambda: linear_map(torch.diag(torch.tensor([1.05, 0.5], dtype=torch.float64))), "diverging", 0,
+                    (64, 256), 16),
+    "ItrSA form, weights x0.5": (lambda: self_attention_map(weight_scale=0.5), "oscillating", 0, (256, 512), 64),
+    "ItrSA form, weights x8": (lambda: self_attention_map(weight_scale=8.0), "oscillating", 0, (256, 512), 64),
+}
+
+# "oscillating" is lambda ~ 0 plus an orbit that has settled into a steady turn: before it settles, "critical".
+EARLY_ALSO = {"oscillating": ("critical",)}
 
 
-def _assert_plain_json(verdict):
-    record = verdict.as_dict()
-    assert record["regime"] == verdict.regime and record["reason"] == verdict.evidence["reason"]
-    assert all(isinstance(v, (float, int, str, bool)) for v in record["evidence"].values())
-    json.dumps(record, allow_nan=False)
+@pytest.mark.parametrize("name", list(CALIBRATION))
+def test_calibration_table(name):
+    make, expected, period, loops, short = CALIBRATION[name]
+    for count in loops:
+        row = jacobiscope.measure(make(), loops=count, k=1, diagnostics=["lyapunov"])
+        assert row.regime == expected, f"{name} at {count} loops: {row.evidence['reason']}"
+        assert row.evidence["period"] == period
+        json.dumps(row.evidence, allow_nan=False)
+    early = jacobiscope.measure(make(), loops=short, k=1, diagnostics=["lyapunov"])
+    allowed = (expected, "undetermined", *EARLY_ALSO.get(expected, ()))
+    assert early.regime in allowed, f"{name} at {short} loops: {early.evidence['reason']}"
+    if early.regime == "undetermined":
+        assert early.evidence["loops_needed"] > short
 
 
-def test_logistic_r4_is_chaotic_with_ln2():
-    verdict, lyap = _classify(jacobiscope.systems.logistic_map(4.0))
-    assert verdict.regime == "chaotic"
-    assert abs(verdict.evidence["max_lyapunov"] - math.log(2)) < 4 * float(lyap.stderr[0]) + 0.01
-    assert verdict.evidence["exponent_sign"] == "positive" and verdict.evidence["period"] == 0
-    assert verdict.evidence["steps_decay"] is False and verdict.evidence["norm_growth"] < 1.01  # x stays in [0, 1]
-    assert "bounded" in verdict.reason
-    _assert_plain_json(verdict)
+def test_exponent_statistics_are_the_late_half_with_a_batch_means_interval():
+    """A linear map's local exponents are constant after the first loop: the late estimate is exact and its
+    interval the resolution floor, while the whole-run estimate still carries the first loop's transient."""
+    m = linear_map(torch.diag(torch.tensor([0.5, 0.3], dtype=torch.float64)), x0=torch.tensor([1.0, 10.0],
+                                                                                            dtype=torch.float64))
+    row = jacobiscope.measure(m, loops=32, k=1, diagnostics=["lyapunov"])
+    evidence = row.evidence
+    assert evidence["lambda_late"] == pytest.approx(math.log(0.5), abs=1e-6)  # the frame aligns like 0.6^t
+    assert evidence["lambda_loops"] == "17-32" and evidence["lambda_stderr"] == RegimeThresholds().resolution
+    assert evidence["lambda_drift"] == pytest.approx(abs(row.lyapunov["exponents"][0] - math.log(0.5)), abs=1e-6)
+    # Noisy local exponents: the interval is t(blocks - 1) x the batch-means standard error, computed by hand.
+    generator = torch.Generator().manual_seed(0)
+    local = 0.3 + 0.5 * torch.randn(64, generator=generator, dtype=torch.float64)
+    history = local.cumsum(0) / torch.arange(1, 65, dtype=torch.float64)
+    verdict = classify_dynamics(lyapunov_history=history)
+    means = local[32:].reshape(8, 4).mean(1)
+    stderr = float(means.std() / math.sqrt(8))
+    assert verdict.evidence["lambda_late"] == pytest.approx(float(local[32:].mean()), abs=1e-12)
+    assert verdict.evidence["lambda_half_width"] == pytest.approx(2.365 * stderr, rel=1e-9)
 
 
-def test_linear_contraction_is_converging():
-    m = jacobiscope.systems.linear_map(torch.diag(torch.tensor([0.5, 0.3], dtype=torch.float64)))
-    verdict, _ = _classify(m)
-    assert verdict.regime == "converging"
-    assert abs(verdict.evidence["max_lyapunov"] - math.log(0.5)) < 1e-12
-    assert verdict.evidence["steps_decay"] is True
-    assert abs(verdict.evidence["step_log_rate"] - math.log(0.5)) < 1e-9  # steps shrink like 0.5^t
-    _assert_plain_json(verdict)
+def test_a_short_run_is_undetermined_and_says_how_many_loops_it_needs():
+    verdict = classify_dynamics(max_lyapunov=0.05, max_lyapunov_stderr=0.1)  # +/- 0.23: chaotic or critical?
+    assert verdict.regime == "undetermined" and "too wide" in verdict.reason
+    assert classify_dynamics(max_lyapunov=0.05, max_lyapunov_stderr=0.03).regime == "critical"  # +/- 0.068
+    assert classify_dynamics(max_lyapunov=0.05, max_lyapunov_stderr=0.01).regime == "chaotic"  # weakly: > 0
+    assert classify_dynamics(max_lyapunov=0.3, max_lyapunov_stderr=0.02).regime == "chaotic"
+    assert classify_dynamics(max_lyapunov=0.15, max_lyapunov_stderr=0.1).regime == "undetermined"
+    # A transient: the late half disagrees with the whole run by more than drift_tol and the interval.
+    history = torch.cat([torch.full((16,), 0.8), torch.full((16,), 0.0)]).cumsum(0) / torch.arange(1, 33)
+    transient = classify_dynamics(lyapunov_history=history)
+    assert transient.regime == "undetermined" and "transient" in transient.reason
+    assert transient.evidence["loops_needed"] >= 64
 
 
-def test_logistic_r32_period_two_orbit_is_oscillating():
-    verdict, _ = _classify(jacobiscope.systems.logistic_map(3.2))
-    assert verdict.regime == "oscillating"
-    assert verdict.evidence["period"] == 2
-    # The 2-cycle's multiplier is 4 + 2r - r^2 = 0.16, so lambda = ln(0.16) / 2 per loop.
-    assert abs(verdict.evidence["max_lyapunov"] - 0.5 * math.log(0.16)) < 1e-6
-    assert verdict.evidence["steps_decay"] is False and verdict.evidence["step_decay_ratio"] > 0.5
-    assert "period 2" in verdict.reason
-    # Period 4 past the next period doubling (r = 3.5).
-    assert _classify(jacobiscope.systems.logistic_map(3.5))[0].evidence["period"] == 4
+def test_an_unstable_fixed_point_is_not_called_converging():
+    """The steps shrink, but the Jacobian at the last state has |mu| > 1: the point repels (the shipped solvers'
+    flip towards a period-2 orbit starts like this)."""
+    steps = 0.9 ** torch.arange(40, dtype=torch.float64)
+    stable = classify_dynamics(max_lyapunov=-0.1, max_lyapunov_stderr=0.001, step_sizes=steps, eigenvalues=[0.9])
+    assert stable.regime == "converging"
+    unstable = classify_dynamics(max_lyapunov=-0.1, max_lyapunov_stderr=0.001, step_sizes=steps,
+                                 eigenvalues=[[-1.16, 0.0], [0.5, 0.1]])
+    assert unstable.regime == "undetermined" and "rho(J) = 1.16 > 1" in unstable.reason
 
 
-def test_irrational_rotation_is_critical_rational_rotation_oscillating():
-    golden = math.pi * (math.sqrt(5) - 1)  # 2 pi / phi: the angle worst approximated by a period
-    oscillation = jacobiscope.oscillation_measures(torch.linalg.eigvals(_rotation(golden)))
-    m = jacobiscope.systems.linear_map(_rotation(golden))
-    lyap = jacobiscope.lyapunov_spectrum(m, m.x0, steps=200, k=1)
-    verdict = classify_dynamics(max_lyapunov=lyap.exponents[0], max_lyapunov_stderr=lyap.stderr[0],
-                                states=m.trajectory(m.x0, steps=200), oscillation=oscillation)
-    assert verdict.regime == "critical"
-    assert abs(verdict.evidence["max_lyapunov"]) < 1e-12 and verdict.evidence["period"] == 0
-    assert verdict.evidence["steps_decay"] is False
-    assert verdict.evidence["period_residual"] > 0.05  # its closest return (p = 13) misses by ~11% of a step
-    assert abs(verdict.evidence["spectral_radius"] - 1.0) < 1e-12
-    assert abs(verdict.evidence["max_rotation_angle"] - (2 * math.pi - golden)) < 1e-12
-    _assert_plain_json(verdict)
-
-    rational, _ = _classify(jacobiscope.systems.linear_map(_rotation(2 * math.pi / 5)), transient=0)
-    assert rational.regime == "oscillating" and rational.evidence["period"] == 5
-    # Without states there is no period to find: the same exponent and steps are critical.
-    states = jacobiscope.systems.linear_map(_rotation(2 * math.pi / 5)).trajectory(steps=50)
-    blind = classify_dynamics(max_lyapunov=0.0, step_sizes=(states[1:] - states[:-1]).norm(dim=-1))
-    assert blind.regime == "critical" and "no states" in blind.reason
-
-
-def test_overflowing_map_is_diverging():
-    m = jacobiscope.LoopedMap(lambda x: x * x + 1.0, x0=torch.tensor([2.0], dtype=torch.float64), name="square")
+def test_diverging_rules():
+    square = jacobiscope.LoopedMap(lambda x: x * x + 1.0, x0=torch.tensor([2.0], dtype=torch.float64))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", jacobiscope.NonFiniteWarning)
-        verdict, lyap = _classify(m, steps=30, transient=0, length=30)
-    assert verdict.regime == "diverging"
-    assert verdict.evidence["nonfinite_step"] == int(lyap.nonfinite_step) == 10  # 2, 5, 26, ... 1.6e181, inf
-    assert "loop 10" in verdict.reason
-
-
-def test_steady_exponential_growth_is_diverging_before_any_overflow():
-    m = jacobiscope.systems.linear_map(1.2 * torch.eye(2, dtype=torch.float64))
-    verdict, _ = _classify(m, steps=60, transient=0, length=60)
-    assert verdict.regime == "diverging"  # not "chaotic", although lambda = ln 1.2 > 0
-    assert abs(verdict.evidence["norm_log_rate"] - math.log(1.2)) < 1e-12
-    assert verdict.evidence["norm_rising_fraction"] == 1.0
-    # The norm-ratio rule alone, from norms only.
-    norms = 1.5 ** torch.arange(60, dtype=torch.float64)
-    by_ratio = classify_dynamics(max_lyapunov=0.4, state_norms=norms, tol=1.0)  # rate 0.405 < tol: ratio rule only
+        row = jacobiscope.measure(square, loops=30, k=1, diagnostics=["lyapunov"])
+    assert row.regime == "diverging" and "loop 10" in row.evidence["reason"]  # 2, 5, 26, ... 1.6e181, inf
+    growth = classify_dynamics(max_lyapunov=0.18, states=(1.2 ** torch.arange(60.0)).reshape(60, 1).double())
+    assert growth.regime == "diverging" and growth.evidence["norm_log_rate"] == pytest.approx(math.log(1.2))
+    by_ratio = classify_dynamics(max_lyapunov=0.4, state_norms=1.5 ** torch.arange(60, dtype=torch.float64),
+                                 growth_rate=1.0)
     assert by_ratio.regime == "diverging" and "grew" in by_ratio.reason
-    assert abs(by_ratio.evidence["norm_growth"] - 1.5**30) < 1e-6 * 1.5**30
 
 
-def test_significance_and_exponent_only_verdicts():
-    # Positive but within 2 stderr of zero: critical, not chaotic.
-    assert classify_dynamics(max_lyapunov=0.05, max_lyapunov_stderr=0.03).regime == "critical"
-    assert classify_dynamics(max_lyapunov=0.05, max_lyapunov_stderr=0.01).regime == "chaotic"
-    assert classify_dynamics(max_lyapunov=-0.05, max_lyapunov_stderr=0.03).regime == "critical"
-    no_steps = classify_dynamics(max_lyapunov=-0.5)
-    assert no_steps.regime == "converging" and "exponent alone" in no_steps.reason
-    assert classify_dynamics(max_lyapunov=0.005).regime == "critical"
-    assert classify_dynamics(max_lyapunov=0.005, tol=0.001).regime == "chaotic"
-    assert classify_dynamics(max_lyapunov=float("nan")).regime == "diverging"
-    assert classify_dynamics(max_lyapunov=-math.inf, step_sizes=[1.0, 0.0, 0.0, 0.0]).regime == "converging"
-    # Negative exponent and persistent steps without states: oscillating, period unknown.
-    persistent = classify_dynamics(max_lyapunov=-0.3, step_sizes=torch.ones(40))
-    assert persistent.regime == "oscillating" and persistent.evidence["period"] == 0
-    assert isinstance(persistent, RegimeVerdict) and persistent.regime in REGIMES
+def test_oscillating_needs_a_turn_or_a_unit_circle_pair():
+    m = linear_map(_rotation(GOLDEN))
+    states = m.trajectory(m.x0, 200)
+    history = torch.zeros(200, dtype=torch.float64)
+    verdict = classify_dynamics(lyapunov_history=history, states=states)
+    assert verdict.regime == "oscillating"
+    assert abs(verdict.evidence["turn_angle_per_loop"]) == pytest.approx(2 * math.pi - GOLDEN, abs=1e-3)
+    # Without the states, the Jacobian's eigenvalues decide; a real eigenvalue -1 is a flip, not a rotation.
+    pair = classify_dynamics(lyapunov_history=history, eigenvalues=torch.linalg.eigvals(_rotation(GOLDEN)))
+    assert pair.regime == "oscillating" and pair.evidence["rotation_angle"] == pytest.approx(2 * math.pi - GOLDEN)
+    flip = classify_dynamics(lyapunov_history=history, eigenvalues=[[-1.0, 1e-12]])
+    assert flip.regime == "critical"
+
+
+def test_verdicts_are_plain_json_and_one_vocabulary():
+    verdict = classify_dynamics(max_lyapunov=0.3, max_lyapunov_stderr=0.01)
+    assert isinstance(verdict, RegimeVerdict) and verdict.regime in REGIMES and Regime(verdict.regime)
+    record = verdict.as_dict()
+    assert record["regime"] == "chaotic" and record["reason"] == verdict.evidence["reason"]
+    assert all(isinstance(v, (float, int, str, bool)) for v in record["evidence"].values())
+    json.dumps(record, allow_nan=False)
+    assert classify_dynamics().regime == "unknown"
 
 
 def test_batches_and_bad_arguments_are_refused_with_a_fix():
-    lyap = jacobiscope.lyapunov_spectrum(jacobiscope.systems.logistic_map(4.0, batch=3), steps=20)
+    lyap = jacobiscope.lyapunov_spectrum(logistic_map(4.0, batch=3), steps=20)
     with pytest.raises(ArgumentError, match="one trajectory"):
         classify_dynamics(max_lyapunov=lyap.exponents)
     verdict = classify_dynamics(max_lyapunov=lyap.exponents[1, 0], max_lyapunov_stderr=lyap.stderr[1, 0],
@@ -140,5 +155,7 @@ def test_batches_and_bad_arguments_are_refused_with_a_fix():
         classify_dynamics(max_lyapunov=0.0, nonfinite_step=lyap.nonfinite_step)
     with pytest.raises(ArgumentError, match="tol"):
         classify_dynamics(max_lyapunov=0.0, tol=-1.0)
+    with pytest.raises(ArgumentError, match="unknown keyword"):
+        classify_dynamics(max_lyapunov=0.0, significance=2.0)
     with pytest.raises(ArgumentError, match="states"):
         classify_dynamics(max_lyapunov=0.0, states=torch.ones(1, 3))

@@ -279,7 +279,7 @@ def test_plot_figures_and_unit_circle(report):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     figures = report.plot()
-    assert set(figures) == {"eigenvalues", "norms", "lyapunov", "energy", "clusters"}
+    assert set(figures) == {"overview", "eigenvalues", "norms", "lyapunov", "energy", "clusters"}
     assert all(isinstance(figure.canvas, FigureCanvasAgg) for figure in figures.values())
 
     ax = figures["eigenvalues"].axes[0]
@@ -297,7 +297,7 @@ def test_plot_figures_and_unit_circle(report):
     assert len(figures["norms"].axes) == 3
 
     only_flagged = report.plot(rows=[2])
-    assert set(only_flagged) == {"eigenvalues", "norms", "lyapunov"}
+    assert set(only_flagged) == {"overview", "eigenvalues", "norms", "lyapunov"}
     assert set(report.plot(rows=[report.rows[0]])) == set(figures)
     with pytest.raises(IndexError, match="out of range"):
         report.plot(rows=[5])
@@ -311,13 +311,23 @@ def test_save_html_is_self_contained_and_escaped(report, tmp_path):
     path = report.save_html(tmp_path / "html" / "report.html")
     text = path.read_text(encoding="utf-8")
     assert text.startswith("<!DOCTYPE html>")
-    assert text.count('src="data:image/png;base64,') == 5
+    assert text.count('src="data:image/png;base64,') == 6
     assert "The cat &lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; sat" in text
     assert "<script" not in text
     assert "http://" not in text and "https://" not in text
     assert "tiny-gpt" in text and "attention switched sdpa -&gt; eager" in text
     assert "NaN/Inf at loop 3" in text and "versions.torch" in text
     assert [p.name for p in path.parent.iterdir()] == ["report.html"]
+    # A person reads the verdicts first, the provenance last; every summary column is explained.
+    order = [text.index(marker) for marker in ("<h2>Verdicts</h2>", 'id="figure-overview"', "<h2>Summary</h2>",
+                                               "What the columns mean", "<h2>Evidence</h2>", "<h2>Provenance</h2>")]
+    assert order == sorted(order)
+    assert 'class="regime-chaotic"><span class="who"' in text and "is chaotic: nearby states separate" in text
+    glossary = text[text.index('<table class="glossary">'):]
+    for header in ("max ||J||2", "rho(J)", "lambda_max +/- se", "regime", "flags"):
+        assert f"<td>{header}</td>" in glossary
+    assert "nats per loop" in glossary
+    assert 'class="input" title="0: The cat &lt;script&gt;' in text  # long inputs keep their full text as a tooltip
 
 
 def test_save_html_without_figures_needs_no_matplotlib(report, tmp_path, monkeypatch):
@@ -345,8 +355,21 @@ def test_displays_draw_the_rows_data_on_the_users_axes(report):
         expected = [v if math.isfinite(v) else float("nan") for v in row.state_norm]  # Inf is not drawn
         assert list(line.get_ydata()) == pytest.approx(expected, nan_ok=True)
     single = Figure().add_subplot()
-    shown = ReportDisplay.from_report(report, "eigenvalues").plot(ax=single)
-    assert shown.ax_ is single and shown.figure_ is single.figure
+    pair = Figure().subplots(1, 2)
+    shown = ReportDisplay.from_report(report, "eigenvalues").plot(ax=pair)
+    assert list(shown.ax_) == list(pair) and shown.figure_ is pair[0].figure
+    # The modulus-angle panel holds the same eigenvalues as the complex plane.
+    for plane_line, polar_line in zip(*(
+            [line for line in ax.get_lines() if line.get_linestyle() == "None"] for ax in pair)):
+        points = [complex(x, y) for x, y in zip(plane_line.get_xdata(), plane_line.get_ydata())]
+        assert list(polar_line.get_ydata()) == pytest.approx([abs(z) for z in points])
+        assert list(polar_line.get_xdata()) == pytest.approx([math.atan2(z.imag, z.real) for z in points])
+    with pytest.raises(ValueError, match="draws on 2 Axes, got 1"):
+        report.display("eigenvalues").plot(ax=single)
+    # The overview: one column per row, lambda_max from the verdict's interval (or the exponent and its stderr).
+    overview = report.display("overview").plot()
+    centres = [line.get_ydata()[0] for line in overview.ax_[0].get_lines() if line.get_marker() == "o"]
+    assert centres[:2] == pytest.approx([report.rows[0].lyapunov["exponents"][0], 0.31])
     with pytest.raises(ValueError, match="draws on 3 Axes, got 1"):
         report.display("norms").plot(ax=single)
     with pytest.raises(ValueError, match="unknown figure kind 'spectrum'"):

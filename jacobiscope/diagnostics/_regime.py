@@ -1,15 +1,13 @@
-"""The regime verdict — converging / critical / chaotic / oscillating / diverging — from what was measured."""
+"""The regime verdict (`jacobiscope.dynamics.Regime`) from what the other diagnostics measured."""
 from __future__ import annotations
 
-
-from ..dynamics.regime import Regime as Verdict
 from ._base import Diagnostic, MeasureContext
 from ._results import RegimeMeasurement
 
 
 class Regime(Diagnostic):
-    """`jacobiscope.classify_dynamics` on the Lyapunov exponent, step sizes, state norms, eigenvalues and the
-    trajectory; ``unknown`` (with the reason) when the exponent was not measured and nothing diverged."""
+    """`jacobiscope.classify_dynamics` on the running Lyapunov estimate, the trajectory (steps, returns, norms) and
+    the Jacobian's eigenvalues and norm at the last finite state."""
 
     name = "regime"
     result_type = RegimeMeasurement
@@ -19,23 +17,20 @@ class Regime(Diagnostic):
         from ..dynamics.regime import classify_dynamics
 
         lyapunov = context.results.get("lyapunov")
-        if lyapunov is None and context.nonfinite_loop < 0:
-            return RegimeMeasurement(Verdict.UNKNOWN.value,
-                                {"reason": "the verdict needs the Lyapunov exponent: add 'lyapunov' to diagnostics"})
-        import torch
-
         eigen = context.results.get("eigenvalues")
+        norms = context.results.get("spectral_norm")
         last = context.last_finite
+        final_norm = [s["value"] for s in (norms.samples if norms else []) if s["loop"] == last]
         verdict = classify_dynamics(
-            max_lyapunov=lyapunov.max if lyapunov else float("nan"),
-            max_lyapunov_stderr=lyapunov.max_stderr if lyapunov else float("nan"),
-            step_sizes=torch.tensor(context.step_size[:last]) if last > 0 else None,
-            state_norms=torch.tensor(context.state_norm[: last + 1]),
+            lyapunov_history=[step[0] for step in lyapunov.history] if lyapunov and lyapunov.history else None,
+            max_lyapunov=lyapunov.max if lyapunov else None,
+            max_lyapunov_stderr=lyapunov.max_stderr if lyapunov else None,
+            states=context.states[: last + 1] if last >= 1 else None,
             nonfinite_step=context.nonfinite_loop if context.nonfinite_loop >= 0 else None,
-            oscillation=eigen.oscillation if eigen else None,
-            states=context.states[: last + 1],
+            eigenvalues=eigen.complex_values if eigen and eigen.loop == last else None,
+            spectral_norm=final_norm[0] if final_norm else None,
         )
-        return RegimeMeasurement(Verdict(verdict.regime).value, dict(verdict.evidence, reason=verdict.reason))
+        return RegimeMeasurement(verdict.regime, dict(verdict.evidence))
 
     def fields(self, result) -> dict:
         return {"regime": result.regime, "evidence": result.evidence}

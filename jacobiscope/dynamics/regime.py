@@ -1,21 +1,29 @@
-"""Regime of a looped map from its measurements: converging, critical, chaotic, oscillating or diverging.
+"""Regime of a looped map from its measurements, with statistics and thresholds calibrated on known systems.
 
-The verdict combines what the engine measures along one trajectory of ``X_{t+1} = F(X_t)``: the largest Lyapunov
-exponent (with its standard error), the step sizes ``||X_{t+1} - X_t||``, the state norms, the loop at which the
-trajectory went NaN/Inf, and optionally the states themselves (to find a period) and the oscillation measures of
-a Jacobian spectrum (recorded as evidence). Each verdict carries the numbers behind it and a one-line reason.
+Example::
+
+    >>> import jacobiscope
+    >>> row = jacobiscope.measure(jacobiscope.systems.logistic_map(3.2), loops=64, diagnostics=["lyapunov"], k=1)
+    >>> row.regime, row.evidence["period"]
+    ('periodic', 2)
+
+The verdict reads one trajectory of ``X_{t+1} = F(X_t)``: the running estimate of the largest Lyapunov exponent
+(its late-half value, a 95% confidence interval and the drift from the whole-run value), the step sizes
+``||X_{t+1} - X_t||``, the return distances ``||X_{t+p} - X_t||``, the state norms and the Jacobian's eigenvalues at
+the last state. The rules and the calibration table that set every threshold are in `classify_dynamics`.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from enum import Enum
 
 import torch
 
 from ..errors import ArgumentError
+from . import _regime_evidence as measured
 
-__all__ = ["Regime", "REGIMES", "RegimeVerdict", "classify_dynamics"]
+__all__ = ["Regime", "REGIMES", "RegimeThresholds", "RegimeVerdict", "classify_dynamics"]
 
 
 class Regime(str, Enum):
@@ -24,18 +32,28 @@ class Regime(str, Enum):
     Example::
 
         >>> from jacobiscope.dynamics.regime import Regime
-        >>> Regime("critical") is Regime.CRITICAL, Regime.CRITICAL == "critical"
+        >>> Regime("periodic") is Regime.PERIODIC, Regime.CRITICAL == "critical"
         (True, True)
 
-    A `str` enum, so a verdict compares equal to its plain name and JSON holds the name. ``UNKNOWN`` is what a row
-    says when the verdict could not be reached (the Lyapunov exponent was not measured).
+    A `str` enum: a verdict compares equal to its plain name and JSON holds the name.
+
+    - ``converging``: to a fixed point (the steps collapse, or shrink exponentially while lambda_max < 0).
+    - ``periodic``: a period-p orbit, p >= 2 (``evidence["period"]``), attracting or neutral.
+    - ``critical``: lambda_max = 0 within the tolerance and its 95% interval, no period, bounded.
+    - ``chaotic``: lambda_max > 0 (its whole 95% interval), bounded, no period.
+    - ``oscillating``: quasi-periodic: lambda_max ~ 0 with a complex Jacobian eigenvalue on the unit circle.
+    - ``diverging``: NaN/Inf, or the norm grows without bound.
+    - ``undetermined``: the measurements do not decide yet; ``evidence["loops_needed"]`` says how many loops would.
+    - ``unknown``: not classified (no exponent measured and nothing observed that decides).
     """
 
     CONVERGING = "converging"
+    PERIODIC = "periodic"
     CRITICAL = "critical"
     CHAOTIC = "chaotic"
     OSCILLATING = "oscillating"
     DIVERGING = "diverging"
+    UNDETERMINED = "undetermined"
     UNKNOWN = "unknown"
 
     def __str__(self) -> str:
@@ -46,14 +64,66 @@ class Regime(str, Enum):
 REGIMES = tuple(regime.value for regime in Regime if regime is not Regime.UNKNOWN)
 
 
+@dataclass(frozen=True)
+class RegimeThresholds:
+    """Every threshold of `classify_dynamics`, with the calibrated defaults (see its calibration table).
+
+    Attributes:
+        tol: the critical band (nats per loop): ``critical`` needs the late estimate of lambda_max within ``tol``
+            of 0 and its 95% interval around 0. The paper's best looped models sit at 0 to +0.1; the calibration
+            maps that are not critical sit at |lambda| >= 0.42 or are decided by their orbits (fixed point, period).
+        max_half_width: the interval's half-width must be at most this for ``critical``: a wider interval is
+            ``undetermined`` (a short run of a chaotic map can have a small estimate and a huge interval).
+        drift_tol: the late-half estimate may differ from the whole-run estimate by this much (or by its own
+            interval) before the run counts as still in its transient.
+        decay_ratio: the steps have collapsed (a fixed point is reached) when the late step is below
+            ``decay_ratio`` times the largest.
+        max_period, period_rtol: periods ``2..max_period`` are searched; ``p`` closes when
+            ``max ||X_{t+p} - X_t||`` over the last quarter is below ``period_rtol`` times the median step there
+            (plus a rounding floor of ``100 eps ||X||`` in the states' own precision).
+        unit_circle_tol: ``oscillating`` needs a complex eigenvalue among the dominant ones (within 1% of the
+            spectral radius) with ``|ln|mu|| <= unit_circle_tol`` (the critical band, as a modulus).
+        fixed_point_radius: a fixed point is only believed when the Jacobian's spectral radius at the last state is
+            at most this (when eigenvalues were measured): above 1 the point repels (1% margin for Arnoldi).
+        divergence_ratio, growth_fraction, growth_rate: diverging when the second half's largest norm exceeds the
+            first half's by ``divergence_ratio``, or when the norm grows at more than ``growth_rate`` nats per
+            loop over the last quarter, in at least ``growth_fraction`` of the last half's loops, by 1.5x or more.
+        resolution: the smallest standard error believed (rounding of the log-norms), nats per loop.
+    """
+
+    tol: float = 0.1
+    max_half_width: float = 0.2
+    drift_tol: float = 0.05
+    decay_ratio: float = 1e-3
+    max_period: int = 16
+    period_rtol: float = 1e-3
+    unit_circle_tol: float = 0.1
+    fixed_point_radius: float = 1.01
+    divergence_ratio: float = 1e3
+    growth_fraction: float = 0.9
+    growth_rate: float = 0.01
+    resolution: float = 1e-6
+
+    def checked(self) -> "RegimeThresholds":
+        for name in ("tol", "max_half_width", "drift_tol", "fixed_point_radius", "period_rtol", "unit_circle_tol", "growth_rate", "resolution"):
+            measured.require_number(getattr(self, name), name, minimum=0.0)
+        measured.require_number(self.divergence_ratio, "divergence_ratio", minimum=1.0)
+        measured.require_number(self.growth_fraction, "growth_fraction", minimum=0.0, maximum=1.0)
+        measured.require_number(self.decay_ratio, "decay_ratio", minimum=0.0, maximum=1.0)
+        if isinstance(self.max_period, bool) or not isinstance(self.max_period, int) or self.max_period < 0:
+            raise ArgumentError(f"max_period must be a non-negative int (0 disables the period search), got "
+                                f"{self.max_period!r}.")
+        return self
+
+
 @dataclass
 class RegimeVerdict:
     """What `classify_dynamics` returns.
 
     Attributes:
-        regime: one of ``"converging"``, ``"critical"``, ``"chaotic"``, ``"oscillating"``, ``"diverging"``.
+        regime: a `Regime` value (``"converging"``, ``"periodic"``, ...).
         evidence: the numbers behind the verdict as plain ``float`` / ``int`` / ``bool`` / ``str`` (JSON-ready;
-            a quantity that could not be measured is absent rather than ``None``), including ``reason``, one line.
+            what could not be measured is absent), including ``reason``: one sentence a person can check.
     """
 
     regime: str
@@ -61,326 +131,381 @@ class RegimeVerdict:
 
     @property
     def reason(self) -> str:
-        """The one-line reason for the verdict."""
         return self.evidence.get("reason", "")
+
+    @property
+    def period(self) -> int:
+        """The orbit's period for ``periodic`` verdicts, else 0."""
+        return int(self.evidence.get("period", 0))
 
     def as_dict(self) -> dict:
         """``{"regime": ..., "reason": ..., "evidence": {...}}`` with plain Python values."""
         return {"regime": self.regime, "reason": self.reason, "evidence": dict(self.evidence)}
 
 
-def classify_dynamics(
-    *,
-    max_lyapunov,
-    max_lyapunov_stderr=None,
-    step_sizes=None,
-    state_norms=None,
-    nonfinite_step=None,
-    oscillation=None,
-    states: torch.Tensor | None = None,
-    tol: float = 0.01,
-    significance: float = 2.0,
-    divergence_ratio: float = 1e3,
-    growth_fraction: float = 0.9,
-    decay_ratio: float = 1e-3,
-    max_period: int = 16,
-    period_rtol: float = 1e-4,
-) -> RegimeVerdict:
-    """Classify one trajectory of a looped map (discrete time) as converging, critical, chaotic, oscillating or
-    diverging.
+@dataclass
+class _Observed:
+    """Everything measured, gathered once for the rules."""
+
+    estimate: measured.ExponentEstimate | None
+    trajectory: torch.Tensor | None
+    steps: torch.Tensor | None
+    norms: torch.Tensor | None
+    eps: float
+    nonfinite_step: int
+    eigenvalues: list | None
+    spectral_radius: float | None
+    evidence: dict
+
+
+def classify_dynamics(*, max_lyapunov=None, max_lyapunov_stderr=None, lyapunov_history=None, states=None,
+                      step_sizes=None, state_norms=None, nonfinite_step=None, eigenvalues=None, oscillation=None,
+                      spectral_norm=None, thresholds: RegimeThresholds | None = None, **overrides) -> RegimeVerdict:
+    """Classify one trajectory of a looped map (discrete time).
 
     Example::
 
         >>> import jacobiscope
         >>> from jacobiscope.dynamics.regime import classify_dynamics
-        >>> m = jacobiscope.systems.logistic_map(3.2)                   # a stable period-2 orbit
-        >>> lyap = jacobiscope.lyapunov_spectrum(m, m.x0, steps=400, transient=100)
-        >>> verdict = classify_dynamics(max_lyapunov=lyap.exponents[0], max_lyapunov_stderr=lyap.stderr[0],
-        ...                             nonfinite_step=lyap.nonfinite_step, states=m.trajectory(m.x0, 200))
-        >>> verdict.regime, verdict.evidence["period"], round(verdict.evidence["max_lyapunov"], 3)
-        ('oscillating', 2, -0.916)
+        >>> m = jacobiscope.systems.logistic_map(4.0)
+        >>> lyap = jacobiscope.lyapunov_spectrum(m, m.x0, steps=256)
+        >>> verdict = classify_dynamics(lyapunov_history=lyap.history[:, 0], states=m.trajectory(m.x0, 256))
+        >>> verdict.regime, round(verdict.evidence["lambda_late"], 2)
+        ('chaotic', 0.69)
 
-    Signature: ``classify_dynamics(*, max_lyapunov, max_lyapunov_stderr=None, step_sizes=None, state_norms=None,
-    nonfinite_step=None, oscillation=None, states=None, tol=0.01, significance=2.0, divergence_ratio=1e3,
-    growth_fraction=0.9, decay_ratio=1e-3, max_period=16, period_rtol=1e-4)``
+    Signature: ``classify_dynamics(*, max_lyapunov=None, max_lyapunov_stderr=None, lyapunov_history=None,
+    states=None, step_sizes=None, state_norms=None, nonfinite_step=None, eigenvalues=None, oscillation=None,
+    spectral_norm=None, thresholds=None, **overrides)``
 
     Arguments:
-        max_lyapunov: the largest Lyapunov exponent of this trajectory (nats per loop), a number or a one-element
-            tensor such as ``lyap.exponents[0]`` (``lyap.exponents[i, 0]`` for trajectory ``i`` of a batch).
-        max_lyapunov_stderr: its standard error (``lyap.stderr[0]``); without it only ``tol`` decides the sign.
-        step_sizes: ``||X_{t+1} - X_t||`` along the trajectory, ``[T-1]`` (derived from ``states`` when omitted).
-        state_norms: ``||X_t||`` along the trajectory, ``[T]`` (derived from ``states`` when omitted).
-        nonfinite_step: the loop at which the trajectory became NaN/Inf, or -1 (``lyap.nonfinite_step``).
-        oscillation: an `OscillationMeasures` of one Jacobian spectrum (or its ``as_dict()``); its spectral
-            radius, oscillatory fraction and largest rotation angle are recorded as evidence. They do not change
-            the verdict: the spectrum at one state says nothing certain about where the orbit ends up.
-        states: the trajectory ``[T, *state]`` (one trajectory: every dimension after the first is the state).
-            Needed to detect a period; also supplies missing ``step_sizes`` / ``state_norms``.
-        tol: exponents with ``|lambda| <= tol`` are marginal (zero within tolerance); also the rate (per loop)
-            above which steady norm growth means divergence and below which step sizes count as decaying.
-        significance: an exponent is only called positive or negative when it is beyond
-            ``significance * stderr`` of zero as well as beyond ``tol``.
-        divergence_ratio: diverging when the largest norm of the second half of the trajectory exceeds the largest
-            of the first half by this factor.
-        growth_fraction: with a log-norm growth rate above ``tol`` over the last quarter, diverging when at least
-            this fraction of the last half's loops increased the norm (a steady exponential growth, not the
-            fluctuations of a bounded attractor) and the norm grew by at least 1.5x over that half.
-        decay_ratio: steps have decayed when the late step size is below ``decay_ratio`` times the largest.
-        max_period: longest period searched for (``states`` needed).
-        period_rtol: a period ``p >= 2`` is found when ``||X_{t+p} - X_t||`` stays below ``period_rtol`` times the
-            typical step (plus a rounding floor of ``100 eps ||X||``) over the last half of the trajectory.
+        lyapunov_history: running estimates of the largest exponent, one per loop (``lyap.history[:, 0]``,
+            reorth_every=1). Preferred: the estimate is then taken over the last half of the loops (the transient
+            discarded) with a batch-means 95% interval, and compared with the whole run (``drift``).
+        max_lyapunov, max_lyapunov_stderr: the exponent and its standard error, when no history is given.
+        states: the trajectory ``[T, *state]``: steps, norms and return distances (periods) are read from it.
+        step_sizes, state_norms: absolute ``||X_{t+1} - X_t||`` and ``||X_t||`` series, when no states are given.
+        nonfinite_step: the loop at which the trajectory became NaN/Inf, or -1.
+        eigenvalues: the Jacobian's top eigenvalues at the last state (complex, or ``[re, im]`` pairs): needed
+            for ``oscillating``; ``oscillation``: their `OscillationMeasures` (spectral radius as evidence).
+        spectral_norm: ``||J||_2`` at the last state (evidence).
+        thresholds: a `RegimeThresholds`; ``overrides`` replace single fields (``tol=0.05``).
 
     Returns:
-        `RegimeVerdict` with ``regime`` and ``evidence``.
+        `RegimeVerdict`.
 
-    Rules, in order (first match wins):
+    Rules, in order (first match wins); "the interval" is the 95% interval of lambda_max:
 
-    1. **diverging**: the trajectory went NaN/Inf (``nonfinite_step >= 0``, non-finite states, steps or norms, a
-       NaN or ``+inf`` exponent), or its norm grows without bound (``divergence_ratio``, or steady exponential
-       growth as described under ``growth_fraction``).
-    2. The exponent is *negative* when ``lambda < -tol`` and ``lambda < -significance * stderr``, *positive*
-       when ``lambda > tol`` and ``lambda > significance * stderr``, *marginal* otherwise.
-    3. positive: **chaotic** (the norm stayed bounded, rule 1).
-    4. negative: **converging** when the step sizes decay to 0 (a stable fixed point: the late steps are below
-       ``decay_ratio`` times the largest, or shrink at a log-rate faster than ``tol`` per loop), or when no step
-       sizes were given (the verdict then rests on the exponent alone, and the reason says so). **oscillating**
-       when the steps persist: a map's attracting periodic orbit has a negative largest exponent and a step that
-       never vanishes. The period is reported when found (``period`` 0 otherwise).
-    5. marginal: **oscillating** when the steps persist *and* a period ``p >= 2`` is found (a neutral periodic
-       orbit, e.g. a rotation by a rational angle, or a map at a period-doubling point); **critical** otherwise:
-       persistent steps without a period (quasi-periodic motion, e.g. rotation by an irrational angle: lambda = 0
-       and the orbit never closes), or steps decaying slower than exponentially (a marginally stable fixed
-       point), or no step information.
+    1. **diverging**: NaN/Inf anywhere, or the norm grows without bound (`RegimeThresholds`).
+    2. **converging**: the steps collapsed (late step <= ``decay_ratio`` x largest), unless lambda_max is
+       critical (rule 5: then a marginally stable fixed point, ``critical``); or the steps shrink exponentially
+       (a significantly negative log-slope) while the interval is below 0. Either way **undetermined** instead when
+       the Jacobian's spectral radius at the last state exceeds ``fixed_point_radius`` (an unstable point).
+    3. **periodic**: a period ``p`` in ``2..max_period`` closes (``period_rtol``).
+    4. **undetermined** when lambda_max was measured but the run is still in its transient (drift above
+       ``drift_tol`` and above the interval's half-width).
+    5. estimate within ``tol`` of 0 and interval at most ``max_half_width`` wide: **oscillating** when the motion
+       is quasi-periodic (the late orbit turns steadily in a plane: `RotationEvidence.rotating`; or a dominant
+       Jacobian eigenvalue pair lies on the unit circle, ``unit_circle_tol``); otherwise **critical** when the
+       interval contains 0.
+    6. interval above 0: **chaotic** (bounded, no period); **undetermined** while the norm still rises steadily
+       (the growth rules of 1 not yet met: chaos and divergence cannot be told apart yet).
+    7. interval below 0 with persistent steps and no period: **undetermined** (still approaching an orbit).
+    8. otherwise (an interval too wide to decide): **undetermined**; ``loops_needed`` estimates the loops that
+       would decide it (the interval shrinks like 1 / sqrt(loops)).
+    Without any exponent, rules 1-3 still decide; otherwise the verdict is ``unknown``.
+
+    Calibration (tests/test_dynamics_regime.py runs every row at 64 and 256 loops from the maps' own ``x0``):
+
+    ==============================================  ==============  =====================================
+    system                                          expected        lambda_max (exact or reference)
+    ==============================================  ==============  =====================================
+    logistic r = 3.2                                periodic, p=2   ln(0.16)/2 = -0.916
+    logistic r = 3.5                                periodic, p=4   -0.873
+    logistic r = 3.5699456 (Feigenbaum point)       critical        0 (the estimate creeps to 0)
+    logistic r = 3.9                                chaotic         0.49 (long-run)
+    logistic r = 4                                  chaotic         ln 2 = 0.693
+    Hénon a = 1.4, b = 0.3                          chaotic         0.419
+    x -> diag(0.5, 0.3) x                           converging      ln 0.5
+    x -> diag(0.97, 0.3) x (slow contraction)       converging      ln 0.97
+    rotation by 2 pi / phi (irrational)             oscillating     0 (eigenvalues on the unit circle)
+    rotation by 2 pi / 5                            periodic, p=5   0
+    x -> diag(1.05, 0.5) x                          diverging       ln 1.05
+    ItrSA-form random map, weight scale 0.5 .. 8    oscillating     ~0 (the normalized state turns steadily)
+    ==============================================  ==============  =====================================
+
+    Short runs answer ``undetermined`` instead (e.g. the Feigenbaum point at 64 loops, Hénon at 32).
 
     References: Tomihari & Karakida, NeurIPS 2025 (criticality of looped transformers: lambda_max near 0);
-    J.-P. Eckmann & D. Ruelle, Ergodic theory of chaos and strange attractors, Rev. Mod. Phys. 57 (1985).
+    J.-P. Eckmann & D. Ruelle, Ergodic theory of chaos and strange attractors, Rev. Mod. Phys. 57 (1985);
+    M. J. Feigenbaum, J. Stat. Phys. 19 (1978).
     """
-    for name, value in (("tol", tol), ("significance", significance), ("period_rtol", period_rtol)):
-        _require_number(value, name, minimum=0.0)
-    _require_number(divergence_ratio, "divergence_ratio", minimum=1.0)
-    _require_number(growth_fraction, "growth_fraction", minimum=0.0, maximum=1.0)
-    _require_number(decay_ratio, "decay_ratio", minimum=0.0, maximum=1.0)
-    if isinstance(max_period, bool) or not isinstance(max_period, int) or max_period < 0:
-        raise ArgumentError(f"max_period must be a non-negative int (0 disables period search), got {max_period!r}.")
+    limits = _thresholds(thresholds, overrides)
+    observed = _observe(max_lyapunov, max_lyapunov_stderr, lyapunov_history, states, step_sizes, state_norms,
+                        nonfinite_step, eigenvalues, oscillation, spectral_norm, limits)
+    for rule in (_rule_diverging, _rule_fixed_point, _rule_periodic, _rule_transient, _rule_exponent):
+        verdict = rule(observed, limits)
+        if verdict is not None:
+            return verdict
+    return _verdict(Regime.UNKNOWN, observed, "no Lyapunov exponent was measured and the orbit neither diverged, "
+                    "settled nor repeated: measure 'lyapunov' for a verdict")
 
-    lam = _scalar(max_lyapunov, "max_lyapunov", hint="lyap.exponents[0] (lyap.exponents[i, 0] in a batch)")
-    stderr = None if max_lyapunov_stderr is None else _scalar(max_lyapunov_stderr, "max_lyapunov_stderr",
-                                                               hint="lyap.stderr[0]")
-    evidence: dict = {"max_lyapunov": lam, "tol": float(tol)}
-    if stderr is not None and math.isfinite(stderr):
-        evidence["max_lyapunov_stderr"] = stderr
 
-    trajectory = None
+# ---------------------------------------------------------------------------------------------------- gathering
+def _thresholds(thresholds, overrides) -> RegimeThresholds:
+    base = RegimeThresholds() if thresholds is None else thresholds
+    if not isinstance(base, RegimeThresholds):
+        raise ArgumentError(f"thresholds must be a RegimeThresholds, got {type(base).__name__}.")
+    names = {f.name for f in fields(RegimeThresholds)}
+    unknown = sorted(set(overrides) - names)
+    if unknown:
+        raise ArgumentError(f"classify_dynamics got unknown keyword(s) {unknown}; thresholds are {sorted(names)}.")
+    return replace(base, **overrides).checked()
+
+
+def _observe(max_lyapunov, max_lyapunov_stderr, history, states, step_sizes, state_norms, nonfinite_step,
+             eigenvalues, oscillation, spectral_norm, limits) -> _Observed:
+    evidence: dict = {"tol": limits.tol}
+    trajectory, eps = None, torch.finfo(torch.float64).eps
     if states is not None:
         if not isinstance(states, torch.Tensor) or states.dim() < 1 or states.shape[0] < 2:
             raise ArgumentError(
                 "states must be a trajectory tensor [T, *state] with T >= 2 (e.g. m.trajectory(x0, steps)), got "
-                f"{type(states).__name__ if not isinstance(states, torch.Tensor) else tuple(states.shape)}."
-            )
+                f"{type(states).__name__ if not isinstance(states, torch.Tensor) else tuple(states.shape)}.")
         if not states.dtype.is_floating_point:
             raise ArgumentError(f"states must be a floating tensor, got {states.dtype}.")
+        eps = torch.finfo(states.dtype).eps
         trajectory = states.detach().reshape(states.shape[0], -1).to(torch.float64)
-        if step_sizes is None:
-            step_sizes = (trajectory[1:] - trajectory[:-1]).norm(dim=1)
-        if state_norms is None:
-            state_norms = trajectory.norm(dim=1)
-    steps = None if step_sizes is None else _series(step_sizes, "step_sizes")
-    norms = None if state_norms is None else _series(state_norms, "state_norms")
+        step_sizes = (trajectory[1:] - trajectory[:-1]).norm(dim=1) if step_sizes is None else step_sizes
+        state_norms = trajectory.norm(dim=1) if state_norms is None else state_norms
+    steps = None if step_sizes is None else measured.series(step_sizes, "step_sizes")
+    norms = None if state_norms is None else measured.series(state_norms, "state_norms")
+    estimate = _estimate(max_lyapunov, max_lyapunov_stderr, history, limits, evidence)
+    values = measured.complex_values(eigenvalues)
+    radius = _spectral_radius(values, oscillation)
+    if radius is not None:
+        evidence["spectral_radius"] = radius
+    if spectral_norm is not None:
+        evidence["spectral_norm"] = measured.scalar(spectral_norm, "spectral_norm", hint="||J||_2 at the last state")
+    first_bad = -1 if nonfinite_step is None else measured.nonfinite_index(nonfinite_step)
+    return _Observed(estimate, trajectory, steps, norms, eps, first_bad, values, radius, evidence)
 
-    # ---- rule 1: diverging
-    first_bad = -1
-    if nonfinite_step is not None:
-        first_bad = _nonfinite_index(nonfinite_step)
-        evidence["nonfinite_step"] = first_bad
-    bad_series = [name for name, series in (("states", trajectory), ("step sizes", steps), ("state norms", norms))
-                  if series is not None and not bool(torch.isfinite(series).all())]
-    if first_bad >= 0:
-        return _verdict("diverging", evidence, f"the trajectory became NaN/Inf at loop {first_bad}")
-    if bad_series:
-        return _verdict("diverging", evidence, f"the {bad_series[0]} contain NaN/Inf: the trajectory blew up")
-    if math.isnan(lam) or lam == math.inf:
-        return _verdict("diverging", evidence, f"the exponent is {lam}: the trajectory went non-finite "
-                        "(lyapunov_spectrum marks such trajectories with NaN)")
-    if norms is not None and norms.numel() >= 4:
-        growth, rate, rising = _norm_growth(norms)
-        evidence.update(norm_first=float(norms[0]), norm_last=float(norms[-1]), norm_growth=growth,
-                        norm_log_rate=rate, norm_rising_fraction=rising)
-        if growth > divergence_ratio:
-            return _verdict("diverging", evidence, f"the norm grew {growth:.3g}x from the first half of the "
-                            f"trajectory to the second (> {divergence_ratio:g})")
-        half = norms.numel() // 2
-        last_half_growth = float(norms[-1] / norms[half].clamp_min(1e-300)) if norms.numel() >= 4 else 1.0
-        evidence["norm_last_half_growth"] = last_half_growth
-        # A bounded (normalized) stream can creep upwards for a few loops; steady growth must also be large.
-        if rate > tol and rising >= growth_fraction and last_half_growth >= 1.5:
-            return _verdict("diverging", evidence, f"the norm grows steadily at {rate:.3g} nats/loop "
-                            f"(rising in {rising:.0%} of the last half's loops)")
 
-    # ---- rule 2: the sign of the exponent
-    margin = significance * stderr if stderr is not None and math.isfinite(stderr) else 0.0
-    if lam > tol and lam > margin:
-        sign = "positive"
-    elif lam < -tol and lam < -margin:
-        sign = "negative"
+def _estimate(value, stderr, history, limits, evidence):
+    if history is not None:
+        history = measured.series(history, "lyapunov_history")
+        if history.numel() == 0:
+            raise ArgumentError("lyapunov_history is empty: pass the running estimates, one per loop.")
+        estimate = measured.exponent_from_history(history, limits.resolution) if bool(
+            torch.isfinite(history).all()) else measured.exponent_from_summary(math.nan, None, limits.resolution)
+    elif value is not None:
+        value = measured.scalar(value, "max_lyapunov", hint="lyap.exponents[0] (lyap.exponents[i, 0] in a batch)")
+        error = None if stderr is None else measured.scalar(stderr, "max_lyapunov_stderr", hint="lyap.stderr[0]")
+        estimate = measured.exponent_from_summary(value, error, limits.resolution)
     else:
-        sign = "marginal"
-    evidence["exponent_sign"] = sign
+        return None
+    evidence.update(max_lyapunov=estimate.whole, lambda_late=estimate.value)
+    for key, number in (("lambda_stderr", estimate.stderr), ("lambda_half_width", estimate.half_width)):
+        if math.isfinite(number):
+            evidence[key] = number
+    if estimate.last_loop:
+        evidence.update(lambda_loops=f"{estimate.first_loop}-{estimate.last_loop}", lambda_drift=estimate.drift)
+    return estimate
 
-    decaying = None
-    if steps is not None and steps.numel() >= 4:
-        decaying = _step_decay(steps, tol, decay_ratio, evidence)
-    period = 0
-    if trajectory is not None and decaying is False and max_period >= 2:
-        period = _find_period(trajectory, max_period, period_rtol, evidence)
-    if decaying is not None:
-        evidence["steps_decay"] = decaying
-    if oscillation is not None:
-        evidence.update(_oscillation_evidence(oscillation))
-    evidence["period"] = period
-    lam_text = f"lambda_max = {lam:.4g}" + (f" +- {stderr:.2g}" if "max_lyapunov_stderr" in evidence else "")
 
-    # ---- rules 3-5
-    if sign == "positive":
-        note = " (but the steps decayed: the orbit sits on an unstable invariant set)" if decaying else ""
-        return _verdict("chaotic", evidence, f"{lam_text} > 0 with a bounded norm{note}")
-    if sign == "negative":
-        if decaying is None:
-            return _verdict("converging", evidence, f"{lam_text} < 0 (no step sizes given: verdict from the exponent "
-                            "alone)")
-        if decaying:
-            return _verdict("converging", evidence, f"{lam_text} < 0 and the steps decay to 0: a stable fixed point")
-        found = f"period {period}" if period else f"no period <= {max_period} found"
-        return _verdict("oscillating", evidence, f"{lam_text} < 0 but the steps persist: an attracting orbit ({found})")
-    if decaying is False and period:
-        return _verdict("oscillating", evidence, f"{lam_text} ~ 0 and the orbit repeats with period {period}")
-    if decaying is False:
-        what = (f"no period <= {max_period} found: quasi-periodic or marginal" if trajectory is not None and max_period
-                >= 2 else "no states given to look for a period")
-        return _verdict("critical", evidence, f"{lam_text} ~ 0 with persistent steps ({what})")
-    if decaying:
-        return _verdict("critical", evidence, f"{lam_text} ~ 0 while the steps decay: a marginally stable fixed point")
-    return _verdict("critical", evidence, f"{lam_text} ~ 0 (no step sizes given: verdict from the exponent alone)")
+def _spectral_radius(values, oscillation):
+    if values:
+        return max(abs(v) for v in values)
+    if oscillation is None:
+        return None
+    radius = oscillation.get("spectral_radius") if isinstance(oscillation, dict) else getattr(
+        oscillation, "spectral_radius", None)
+    if radius is None:
+        raise ArgumentError(f"oscillation must be an OscillationMeasures (or its as_dict()) with 'spectral_radius'; "
+                            f"got {type(oscillation).__name__}.")
+    if isinstance(radius, (list, tuple)):
+        radius = torch.as_tensor(radius)
+    return measured.scalar(radius, "oscillation.spectral_radius", hint="the measures of one spectrum")
+
+
+# ---------------------------------------------------------------------------------------------------- rules
+def _rule_diverging(seen: _Observed, limits: RegimeThresholds):
+    if seen.nonfinite_step >= 0:
+        seen.evidence["nonfinite_step"] = seen.nonfinite_step
+        return _verdict(Regime.DIVERGING, seen, f"the trajectory became NaN/Inf at loop {seen.nonfinite_step}")
+    for name, values in (("states", seen.trajectory), ("step sizes", seen.steps), ("state norms", seen.norms)):
+        if values is not None and not bool(torch.isfinite(values).all()):
+            return _verdict(Regime.DIVERGING, seen, f"the {name} contain NaN/Inf: the trajectory blew up")
+    if seen.estimate is not None and (math.isnan(seen.estimate.value) or seen.estimate.value == math.inf):
+        return _verdict(Regime.DIVERGING, seen, f"the exponent is {seen.estimate.value}: the trajectory went "
+                        "non-finite (lyapunov_spectrum marks such trajectories with NaN)")
+    if seen.norms is None or seen.norms.numel() < 4:
+        return None
+    growth = measured.norm_growth(seen.norms)
+    seen.evidence.update(growth)
+    if growth["norm_growth"] > limits.divergence_ratio:
+        return _verdict(Regime.DIVERGING, seen, f"the norm grew {growth['norm_growth']:.3g}x from the first half of "
+                        f"the trajectory to the second (> {limits.divergence_ratio:g})")
+    # A bounded (normalized) stream can creep upwards for a few loops; steady growth must also be large.
+    if (growth["norm_log_rate"] > limits.growth_rate and growth["norm_rising_fraction"] >= limits.growth_fraction
+            and growth["norm_last_half_growth"] >= 1.5):
+        return _verdict(Regime.DIVERGING, seen, f"the norm grows steadily at {growth['norm_log_rate']:.3g} "
+                        f"nats/loop (rising in {growth['norm_rising_fraction']:.0%} of the last half's loops)")
+    return None
+
+
+def _rule_fixed_point(seen: _Observed, limits: RegimeThresholds):
+    if seen.steps is None or seen.steps.numel() < 4:
+        return None
+    steps = measured.step_evidence(seen.steps)
+    seen.evidence.update(step_largest=steps.largest, step_late=steps.late, step_decay_ratio=steps.ratio,
+                         step_log_rate=steps.log_rate)
+    estimate = seen.estimate
+    unstable = seen.spectral_radius is not None and seen.spectral_radius > limits.fixed_point_radius
+    if steps.collapsed(limits.decay_ratio):
+        seen.evidence["steps_decay"] = True
+        if estimate is not None and _critical(estimate, limits):
+            return _verdict(Regime.CRITICAL, seen, f"{_exponent_text(seen)} is 0 within {limits.tol:g} while the "
+                            "steps decay: a marginally stable fixed point")
+        if unstable and steps.late > 0:
+            return _unstable_fixed_point(seen, limits, f"the steps fell to {steps.ratio:.2g} of the largest")
+        return _verdict(Regime.CONVERGING, seen, f"the steps fell to {steps.ratio:.2g} of the largest: a fixed point"
+                        f"{'; ' + _exponent_text(seen) if estimate is not None else ''}")
+    shrinking = steps.shrinking()
+    seen.evidence["steps_decay"] = shrinking
+    if shrinking and (estimate is None and steps.log_rate < -limits.tol or estimate is not None and
+                      estimate.high < 0):
+        if unstable:
+            return _unstable_fixed_point(seen, limits, f"the steps shrink by {-steps.log_rate:.3g} nats/loop")
+        what = _exponent_text(seen) if estimate is not None else "no exponent measured"
+        return _verdict(Regime.CONVERGING, seen, f"the steps shrink by {-steps.log_rate:.3g} nats/loop and {what}: "
+                        "approaching a fixed point")
+    return None
+
+
+def _unstable_fixed_point(seen: _Observed, limits: RegimeThresholds, observed: str) -> RegimeVerdict:
+    """The steps say "fixed point" but the Jacobian there has an eigenvalue outside the unit circle: the state it
+    approaches repels along that direction, so the orbit will leave it (often for a period-2 orbit)."""
+    loops = seen.steps.numel()
+    seen.evidence["loops_needed"] = _loops_needed(loops, 2.0)
+    return _verdict(Regime.UNDETERMINED, seen, f"{observed}, but rho(J) = {seen.spectral_radius:.3g} > 1 at the last "
+                    f"state: the point it approaches is unstable; {_exponent_text(seen)}; run about "
+                    f"{seen.evidence['loops_needed']} loops")
+
+
+def _rule_periodic(seen: _Observed, limits: RegimeThresholds):
+    seen.evidence["period"] = 0
+    if seen.trajectory is None or limits.max_period < 2:
+        return None
+    returns = measured.return_evidence(seen.trajectory, limits.max_period, limits.period_rtol, seen.eps)
+    seen.evidence["periods_checked"] = returns.checked
+    if returns.closest:
+        seen.evidence.update(closest_return=returns.closest, return_residual=returns.closest_residual)
+    if not returns.period:
+        return None
+    seen.evidence["period"] = returns.period
+    text = f"; {_exponent_text(seen)}" if seen.estimate is not None else ""
+    return _verdict(Regime.PERIODIC, seen, f"the orbit repeats with period {returns.period} (returns within "
+                    f"{returns.closest_residual:.2g} of a step){text}")
+
+
+def _rule_transient(seen: _Observed, limits: RegimeThresholds):
+    estimate = seen.estimate
+    if estimate is None or estimate.drift <= max(limits.drift_tol, estimate.half_width):
+        return None
+    needed = _loops_needed(estimate.last_loop, estimate.drift / max(limits.drift_tol, estimate.half_width))
+    seen.evidence["loops_needed"] = needed
+    return _verdict(Regime.UNDETERMINED, seen, f"{_exponent_text(seen)}, but the whole-run estimate is "
+                    f"{estimate.whole:.3g} (drift {estimate.drift:.2g}): still in a transient; run about {needed} loops")
+
+
+def _rule_exponent(seen: _Observed, limits: RegimeThresholds):
+    estimate = seen.estimate
+    if estimate is None:
+        return None
+    text = _exponent_text(seen)
+    in_band = abs(estimate.value) <= limits.tol and estimate.half_width <= limits.max_half_width
+    turning = _quasi_periodic(seen, limits) if in_band else ""
+    if turning:
+        return _verdict(Regime.OSCILLATING, seen, f"{text} is within {limits.tol:g} of 0, no period, and {turning}: "
+                        "quasi-periodic")
+    if _critical(estimate, limits):
+        return _verdict(Regime.CRITICAL, seen, f"{text} is 0 within {limits.tol:g}, bounded, no period")
+    if estimate.low > 0:
+        if _still_growing(seen, limits):
+            seen.evidence["loops_needed"] = _loops_needed(estimate.last_loop, 2.0)
+            return _verdict(Regime.UNDETERMINED, seen, f"{text} > 0, but the norm still rises steadily "
+                            f"({seen.evidence['norm_log_rate']:.3g} nats/loop): chaos or divergence? run about "
+                            f"{seen.evidence['loops_needed']} loops")
+        return _verdict(Regime.CHAOTIC, seen, f"{text} > 0 with a bounded norm and no period")
+    if estimate.high < 0:
+        seen.evidence["loops_needed"] = _loops_needed(estimate.last_loop, 2.0)
+        return _verdict(Regime.UNDETERMINED, seen, f"{text} < 0, but the steps persist and no period <= "
+                        f"{limits.max_period} closes: still approaching an orbit (or a longer period); run about "
+                        f"{seen.evidence['loops_needed']} loops")
+    needed = _loops_needed(estimate.last_loop, _interval_factor(estimate, limits))
+    seen.evidence["loops_needed"] = needed
+    return _verdict(Regime.UNDETERMINED, seen, f"{text}: the interval is too wide to tell critical from "
+                    f"{'chaotic' if estimate.value > 0 else 'contracting'}; run about {needed} loops")
 
 
 # ---------------------------------------------------------------------------------------------------- helpers
-def _verdict(regime: str, evidence: dict, reason: str) -> RegimeVerdict:
-    evidence["reason"] = reason
-    return RegimeVerdict(regime=Regime(regime).value, evidence=evidence)  # the one vocabulary, checked
+def _quasi_periodic(seen: _Observed, limits: RegimeThresholds) -> str:
+    """Why the orbit counts as turning (a sentence), or "" — from the orbit itself (a steady turn in its main plane)
+    or from the Jacobian (a dominant complex eigenvalue pair on the unit circle)."""
+    turn = measured.rotation_evidence(seen.trajectory) if seen.trajectory is not None else None
+    if turn is not None:
+        seen.evidence.update(turn_angle_per_loop=turn.angle_per_loop, turn_plane_share=turn.plane_share,
+                             turn_same_sense=turn.same_sense, turn_radius_spread=turn.radius_spread)
+        if turn.rotating():
+            return (f"the late orbit turns {abs(turn.angle_per_loop):.3g} rad per loop in a plane holding "
+                    f"{turn.plane_share:.0%} of its motion")
+    pair = measured.unit_circle_pair(seen.eigenvalues or [], limits.unit_circle_tol)
+    if pair is None:
+        return ""
+    angle = abs(math.atan2(pair.imag, pair.real))
+    seen.evidence["rotation_angle"] = angle
+    return f"J's dominant eigenvalues {abs(pair):.4g} e^(+-{angle:.3g}i) lie on the unit circle"
 
 
-def _require_number(value, name, minimum=None, maximum=None):
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or (
-        minimum is not None and value < minimum) or (maximum is not None and value > maximum):
-        bounds = f"in [{minimum}, {maximum}]" if maximum is not None else f">= {minimum}"
-        raise ArgumentError(f"{name} must be a finite number {bounds}, got {value!r}.")
+def _still_growing(seen: _Observed, limits: RegimeThresholds) -> bool:
+    """The norm rises in nearly every loop at a real rate, though not yet by enough to call it divergence."""
+    return (seen.evidence.get("norm_rising_fraction", 0.0) >= limits.growth_fraction
+            and seen.evidence.get("norm_log_rate", 0.0) > limits.growth_rate)
 
 
-def _scalar(value, name: str, hint: str) -> float:
-    """One number from a float, an int or a one-element tensor; anything bigger is a batch and is refused."""
-    if isinstance(value, torch.Tensor):
-        if value.numel() != 1:
-            raise ArgumentError(
-                f"classify_dynamics classifies one trajectory: {name} must be one number, got a tensor of shape "
-                f"{tuple(value.shape)}. Pass e.g. {hint}, and call once per trajectory of a batch."
-            )
-        return float(value.reshape(()))
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ArgumentError(f"{name} must be a number or a one-element tensor, got {type(value).__name__}.")
-    return float(value)
+def _critical(estimate, limits) -> bool:
+    return (estimate.low <= 0 <= estimate.high and abs(estimate.value) <= limits.tol
+            and estimate.half_width <= limits.max_half_width)
 
 
-def _series(value, name: str) -> torch.Tensor:
-    """A 1-D float64 series (sequence or tensor, on its own device) for one trajectory."""
-    series = torch.as_tensor(value).detach()
-    if series.dim() != 1:
-        raise ArgumentError(
-            f"{name} must be a 1-D series over time for one trajectory, got shape {tuple(series.shape)}. For a "
-            "batch, index one trajectory (e.g. norms[:, i]) and call once per trajectory."
-        )
-    if series.is_complex():
-        raise ArgumentError(f"{name} must be real (norms), got {series.dtype}.")
-    return series.to(torch.float64)
+def _interval_factor(estimate, limits) -> float:
+    """How much the half-width must shrink to decide: to fit the band [-tol, tol], or to exclude 0."""
+    to_band = estimate.half_width / limits.max_half_width if abs(estimate.value) <= limits.tol else math.inf
+    to_sign = estimate.half_width / abs(estimate.value) if estimate.value != 0 else math.inf
+    return min(to_band, to_sign)
 
 
-def _nonfinite_index(value) -> int:
-    if isinstance(value, torch.Tensor):
-        if value.numel() != 1:
-            raise ArgumentError(
-                f"nonfinite_step must be one loop index for one trajectory, got shape {tuple(value.shape)}. "
-                "Pass lyap.nonfinite_step (unbatched) or lyap.nonfinite_step[i]."
-            )
-        return int(value.reshape(()))
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ArgumentError(f"nonfinite_step must be an int loop index or -1, got {value!r}.")
-    return value
-
-
-def _log_slope(series: torch.Tensor) -> float:
-    """Least-squares slope of ``log(series)`` against the loop index (zeros clamped to the smallest normal)."""
-    y = series.clamp_min(torch.finfo(torch.float64).tiny).log()
-    t = torch.arange(y.numel(), dtype=y.dtype, device=y.device)
-    t = t - t.mean()
-    return float((t * (y - y.mean())).sum() / (t * t).sum())
-
-
-def _norm_growth(norms: torch.Tensor):
-    """(largest norm of the second half / of the first half, log-rate over the last quarter, rising fraction)."""
-    half = norms.numel() // 2
-    early, late = float(norms[:half].max()), float(norms[half:].max())
-    growth = late / early if early > 0 else (math.inf if late > 0 else 1.0)
-    quarter = norms[-max(norms.numel() // 4, 3):]
-    rate = _log_slope(quarter)
-    rising = float((norms[half:].diff() > 0).to(torch.float64).mean())
-    return growth, rate, rising
-
-
-def _step_decay(steps: torch.Tensor, tol: float, decay_ratio: float, evidence: dict) -> bool:
-    """Whether the step sizes decay to 0 (records the numbers in ``evidence``)."""
-    quarter = max(steps.numel() // 4, 1)
-    largest = float(steps.max())
-    early = float(steps[:quarter].median())
-    late = float(steps[-quarter:].median())
-    ratio = late / largest if largest > 0 else 0.0
-    rate = _log_slope(steps[steps.numel() // 2:])
-    evidence.update(step_largest=largest, step_early=early, step_late=late, step_decay_ratio=ratio,
-                    step_log_rate=rate)
-    # Exactly zero steps (an exact fixed point), a collapse by decay_ratio, or a steady exponential shrinking that
-    # has already taken the late steps below the early ones. A periodic orbit has a flat step series.
-    return largest == 0 or late == 0 or ratio <= decay_ratio or (rate < -tol and late < early)
-
-
-def _find_period(trajectory: torch.Tensor, max_period: int, rtol: float, evidence: dict) -> int:
-    """Smallest ``p`` in ``[2, max_period]`` with ``||X_{t+p} - X_t||`` small over the last half, or 0."""
-    tail = trajectory[trajectory.shape[0] // 2:]
-    length = tail.shape[0]
-    if length < 3:
+def _loops_needed(loops: int, factor: float) -> int:
+    """Loops that shrink an interval by ``factor`` (it narrows like 1/sqrt(loops)), rounded up to a power of 2."""
+    if loops <= 0:
         return 0
-    typical = float((tail[1:] - tail[:-1]).norm(dim=1).median())
-    floor = 100 * torch.finfo(torch.float64).eps * float(tail.norm(dim=1).max())
-    best_p, best = 0, math.inf
-    for p in range(2, min(max_period, length // 2) + 1):
-        residual = float((tail[p:] - tail[:-p]).norm(dim=1).max())
-        relative = residual / typical if typical > 0 else math.inf
-        if relative < best:
-            best_p, best = p, relative
-        if residual <= rtol * typical + floor:
-            evidence.update(period_residual=relative, closest_return=p)
-            return p
-    if best_p:
-        evidence.update(period_residual=best, closest_return=best_p)
-    return 0
+    wanted = loops * min(max(factor, 1.0), 64.0) ** 2
+    return int(2 ** math.ceil(math.log2(max(wanted, 2 * loops))))
 
 
-def _oscillation_evidence(oscillation) -> dict:
-    out = {}
-    for key in ("spectral_radius", "complex_fraction", "max_rotation_angle"):
-        value = oscillation.get(key) if isinstance(oscillation, dict) else getattr(oscillation, key, None)
-        if value is None:
-            raise ArgumentError(
-                f"oscillation must be an OscillationMeasures (or its as_dict()) with '{key}'; got "
-                f"{type(oscillation).__name__}."
-            )
-        if isinstance(value, (list, tuple)):
-            value = torch.as_tensor(value)
-        out[key] = _scalar(value, f"oscillation.{key}", hint="the measures of one spectrum")
-    return out
+def _exponent_text(seen: _Observed) -> str:
+    estimate = seen.estimate
+    if estimate is None:
+        return "lambda_max not measured"
+    where = f" over loops {estimate.first_loop}-{estimate.last_loop}" if estimate.last_loop else ""
+    width = f" +/- {estimate.half_width:.2g}" if math.isfinite(estimate.half_width) else ""
+    text = f"lambda_max = {estimate.value:.3g}{width} (95%){where}"
+    if seen.spectral_radius is not None:
+        text += f", rho(J) = {seen.spectral_radius:.3g}"
+    return text
+
+
+def _verdict(regime: Regime, seen: _Observed, reason: str) -> RegimeVerdict:
+    seen.evidence["reason"] = reason
+    seen.evidence.setdefault("period", 0)
+    return RegimeVerdict(regime=Regime(regime).value, evidence=seen.evidence)

@@ -47,38 +47,115 @@ _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "*")
 
 
 def _plot_eigenvalues(new_figure, rows, labels, colors):
-    figure = new_figure(7.5, 5.5)
-    _draw_eigenvalues(figure.add_subplot(), rows, labels, colors)
+    figure = new_figure(12.0, 5.0)
+    _draw_eigenvalues(figure.subplots(1, 2, width_ratios=(1.0, 1.15)), rows, labels, colors)
     return figure
 
 
-def _draw_eigenvalues(ax, rows, labels, colors):
+def _eigen_pairs(row):
+    return [pair for pair in (row.eigenvalues or []) if isinstance(pair, (list, tuple)) and len(pair) == 2]
+
+
+def _draw_eigenvalues(axes, rows, labels, colors):
+    """Left: the complex plane with the unit circle. Right: modulus against angle, which stays readable when the
+    eigenvalues crowd near 1 (the usual case for a trained loop)."""
+    plane, polar = axes
     angles = [2 * math.pi * i / 256 for i in range(257)]
-    ax.plot([math.cos(a) for a in angles], [math.sin(a) for a in angles], color="0.5", lw=1, label="unit circle",
-            gid="unit-circle")
-    ax.axhline(0, color="0.85", lw=0.8, zorder=0)
-    ax.axvline(0, color="0.85", lw=0.8, zorder=0)
+    plane.plot([math.cos(a) for a in angles], [math.sin(a) for a in angles], color="0.5", lw=1, label="unit circle",
+               gid="unit-circle")
+    plane.axhline(0, color="0.85", lw=0.8, zorder=0)
+    plane.axvline(0, color="0.85", lw=0.8, zorder=0)
+    polar.axhline(1.0, color="0.5", lw=1, label="|$\\mu$| = 1")
     drawn = 0
     for i, (row, label, color) in enumerate(zip(rows, labels, colors)):
-        if not row.eigenvalues:
+        pairs = _eigen_pairs(row)
+        if not pairs:
             continue
-        pairs = [pair for pair in row.eigenvalues if isinstance(pair, (list, tuple)) and len(pair) == 2]
         real = _finite_or_nan(p[0] for p in pairs)
         imag = _finite_or_nan(p[1] for p in pairs)
         suffix = f" (t={row.eigen_loop})" if row.eigen_loop is not None else ""
-        ax.plot(real, imag, linestyle="none", marker=_MARKERS[i % len(_MARKERS)], ms=5, alpha=0.8, color=color,
-                label=label + suffix)
+        style = dict(linestyle="none", marker=_MARKERS[i % len(_MARKERS)], ms=5, alpha=0.8, color=color)
+        plane.plot(real, imag, label=label + suffix, **style)
+        polar.plot([math.atan2(y, x) for x, y in zip(real, imag)], [math.hypot(x, y) for x, y in zip(real, imag)],
+                   label=label + suffix, **style)
         drawn += 1
-    # Outside the axes: eigenvalues can sit anywhere in the plane, a legend inside would cover some.
+    # Outside the axes: eigenvalues can sit anywhere, a legend inside would cover some.
     if drawn:
-        ax.legend(fontsize="small" if drawn <= 6 else "x-small", loc="upper left", bbox_to_anchor=(1.02, 1.0),
-                  ncols=1 + drawn // 20)
-    ax.set_aspect("equal", adjustable="datalim")
-    ax.set_xlabel("Re $\\lambda$")
-    ax.set_ylabel("Im $\\lambda$")
-    ax.set_title("Jacobian eigenvalues (top-k by modulus)")
+        polar.legend(fontsize="small" if drawn <= 6 else "x-small", loc="upper left", bbox_to_anchor=(1.02, 1.0),
+                     ncols=1 + drawn // 20)
+    plane.set_aspect("equal", adjustable="datalim")
+    plane.set_xlabel("Re $\\mu$")
+    plane.set_ylabel("Im $\\mu$")
+    plane.set_title("eigenvalues $\\mu$ of J = dF/dX (top-k by modulus)")
+    polar.set_xlim(-math.pi - 0.1, math.pi + 0.1)
+    polar.set_xticks([-math.pi, -math.pi / 2, 0, math.pi / 2, math.pi], ["$-\\pi$", "$-\\pi/2$", "0", "$\\pi/2$",
+                                                                         "$\\pi$"])
+    polar.set_xlabel("angle arg $\\mu$ (rad; 0 = real positive, $\\pm\\pi$ = real negative)")
+    polar.set_ylabel("modulus |$\\mu$|")
+    polar.set_title("the same eigenvalues: modulus against angle")
     if not drawn:
-        _no_data(ax, "no eigenvalues in this report")
+        _no_data(plane, "no eigenvalues in this report")
+
+
+def _lambda_interval(row):
+    """(late estimate, 95% half-width, first loop, last loop) from the verdict's evidence, or from the exponent
+    and its standard error (t with 9 degrees of freedom) for reports without it; None when not measured."""
+    evidence = row.evidence if isinstance(row.evidence, dict) else {}
+    late, width = evidence.get("lambda_late"), evidence.get("lambda_half_width")
+    if isinstance(late, (int, float)) and isinstance(width, (int, float)):
+        first, _, last = str(evidence.get("lambda_loops", "")).partition("-")
+        return late, width, int(first) if first.isdigit() else None, int(last) if last.isdigit() else None
+    lyapunov = row.lyapunov if isinstance(row.lyapunov, dict) else {}
+    if lyapunov.get("exponents"):
+        stderr = (lyapunov.get("stderr") or [math.nan])[0]
+        return lyapunov["exponents"][0], 2.262 * stderr if stderr is not None else math.nan, None, None
+    return None
+
+
+def _plot_overview(new_figure, rows, labels, colors):
+    figure = new_figure(max(7.0, min(16.0, 2.0 + 0.45 * len(rows))) , 6.4)
+    _draw_overview(figure.subplots(2, 1, sharex=True), rows, labels, colors)
+    return figure
+
+
+def _draw_overview(axes, rows, labels, colors):
+    """One column per row on a shared axis: lambda_max (late estimate with its 95% interval) above, ||J|| and
+    rho(J) below, so layers and inputs compare at a glance."""
+    from ..dynamics.regime import RegimeThresholds
+
+    ax_lambda, ax_norm = axes
+    tol = RegimeThresholds().tol
+    ax_lambda.axhspan(-tol, tol, color="#f3e6c4", zorder=0, label=f"critical band $\\pm${tol:g}")
+    ax_lambda.axhline(0.0, color="0.5", ls=":", lw=1)
+    ax_norm.axhline(1.0, color="0.5", ls=":", lw=1)
+    positions = list(range(len(rows)))
+    for x, row, color in zip(positions, rows, colors):
+        interval = _lambda_interval(row)
+        if interval is not None:
+            late, width, _, _ = interval
+            ax_lambda.errorbar([x], [late], yerr=[[width if math.isfinite(width) else 0.0]] * 2, fmt="o", ms=5,
+                               color=color, capsize=3)
+        scalars = row.scalars()
+        if scalars["max_spectral_norm"] is not None:
+            ax_norm.plot([x], [scalars["max_spectral_norm"]], "o", color=color, ms=6)
+        if scalars["spectral_radius"] is not None:
+            ax_norm.plot([x], [scalars["spectral_radius"]], "x", color=color, ms=7, mew=2)
+    ax_norm.plot([], [], "o", color="0.3", label="max $\\|J\\|_2$ over sampled loops")
+    ax_norm.plot([], [], "x", color="0.3", mew=2, label="$\\rho(J)$ at the last loop")
+    ax_lambda.set_ylabel("$\\lambda_{max}$ (nats/loop)")
+    ax_lambda.set_title("largest Lyapunov exponent: late-half estimate and 95% interval")
+    ax_norm.set_ylabel("norm / radius of J")
+    ax_norm.set_title("Jacobian J = dF/dX: spectral norm and spectral radius")
+    step = max(1, math.ceil(len(rows) / 40))
+    ax_norm.set_xticks(positions[::step], [_short(label) for label in labels][::step], rotation=35, ha="right",
+                       fontsize="small" if len(rows) <= 20 else "x-small")
+    ax_norm.set_ylim(bottom=0)
+    ax_lambda.legend(fontsize="small", loc="best")
+    ax_norm.legend(fontsize="small", loc="best")
+
+
+def _short(label: str, width: int = 28) -> str:
+    return label if len(label) <= width else label[: width - 3] + "..."
 
 
 def _plot_norms(new_figure, rows, labels, colors):
@@ -156,6 +233,12 @@ def _draw_lyapunov(axes, measured, colormap):
             ax.plot(loops, values, color=colormap(0.85 * j / max(k - 1, 1)), lw=1.2, **_points(values),
                     label=f"$\\lambda_{{{j + 1}}}$" if k <= 4 else None)
         ax.axhline(0.0, color="0.5", ls=":", lw=1)
+        interval = _lambda_interval(row)
+        if interval is not None and interval[2] is not None and math.isfinite(interval[1]):
+            late, width, first, last = interval
+            ax.fill_between([first, last], [late - width] * 2, [late + width] * 2, color="tab:orange", alpha=0.25,
+                            lw=0, label="late estimate, 95%")
+            ax.plot([first, last], [late, late], color="tab:orange", lw=1)
         exponents = row.lyapunov.get("exponents") or []
         stderr = row.lyapunov.get("stderr") or []
         title = label
@@ -164,7 +247,7 @@ def _draw_lyapunov(axes, measured, colormap):
             if stderr:
                 title += f" $\\pm$ {_num(stderr[0], '.2g')}"
         ax.set_title(title, fontsize="medium")
-        ax.set_xlabel("loop")
+        ax.set_xlabel("loop t")
         ax.set_ylabel("running estimate (nats/loop)")
         if k <= 4:
             ax.legend(fontsize="x-small")
@@ -234,6 +317,8 @@ def plot_report(report, rows=None) -> dict:
     labels, _ = _labels_and_colors(selected)
     list_diagnostics()
     figures = {}
+    if selected:
+        figures["overview"] = _plot_overview(_new_figure, selected, labels, _labels_and_colors(selected)[1])
     for name, diagnostic in _REGISTRY.items():
         if hasattr(diagnostic, "figure_name"):  # a built-in: drawn for every row
             figure = diagnostic.figure(selected, labels)
@@ -261,15 +346,17 @@ class ReportDisplay:
         >>> display.ax_.get_title().startswith("pseudo-energy"), len(display.ax_.lines)
         (True, 1)
 
-    Kinds and the axes they draw on: ``eigenvalues`` (one Axes: the spectrum against the unit circle), ``energy``
+    Kinds and the axes they draw on: ``overview`` (two: lambda_max with its interval, and ``||J||_2`` / rho(J), one
+    column per row), ``eigenvalues`` (two: the spectrum against the unit circle, and modulus against angle), ``energy``
     (one), ``norms`` (three: ``||J||_2``, state norm, relative step), ``clusters`` (two), ``lyapunov`` (one per row
     with exponents). ``plot(ax=None)`` makes a new figure (Agg canvas, no pyplot); pass an Axes (or a sequence of
     as many Axes as the kind needs) to draw into a figure of your own. After ``plot``: ``figure_`` and ``ax_``
     (an Axes, or a list of them). The constructor only stores its arguments.
     """
 
-    PANELS = {"eigenvalues": 1, "energy": 1, "norms": 3, "clusters": 2, "lyapunov": None}
-    _SIZES = {"eigenvalues": (7.5, 5.5), "energy": (7.0, 4.2), "norms": (14.0, 4.2), "clusters": (11.0, 4.2)}
+    PANELS = {"overview": 2, "eigenvalues": 2, "energy": 1, "norms": 3, "clusters": 2, "lyapunov": None}
+    _SIZES = {"overview": (10.0, 6.4), "eigenvalues": (12.0, 5.0), "energy": (7.0, 4.2), "norms": (14.0, 4.2),
+              "clusters": (11.0, 4.2)}
 
     def __init__(self, kind: str, rows: list, labels: list, colors: list):
         self.kind, self.rows, self.labels, self.colors = kind, rows, labels, colors
@@ -295,16 +382,22 @@ class ReportDisplay:
             width, height = self._SIZES.get(self.kind, (4.6 * min(3, needed), 3.2 * math.ceil(needed / 3)))
             figure = Figure(figsize=(width, height), layout="constrained")
             FigureCanvasAgg(figure)
-            axes = list(figure.subplots(1, needed, squeeze=False).flat) if self.kind != "lyapunov" else list(
-                figure.subplots(math.ceil(needed / 3), min(3, needed), squeeze=False).flat)
+            if self.kind == "lyapunov":
+                axes = list(figure.subplots(math.ceil(needed / 3), min(3, needed), squeeze=False).flat)
+            elif self.kind == "overview":
+                axes = list(figure.subplots(2, 1, sharex=True))
+            else:
+                axes = list(figure.subplots(1, needed, squeeze=False).flat)
         else:
             axes = [ax] if hasattr(ax, "plot") else list(getattr(ax, "flat", ax))
             if len(axes) < needed:
                 raise ValueError(f"the {self.kind} figure draws on {needed} Axes, got {len(axes)} — pass as many, "
                                  "or ax=None for a new figure")
             figure = axes[0].figure
-        if self.kind == "eigenvalues":
-            _draw_eigenvalues(axes[0], self.rows, self.labels, self.colors)
+        if self.kind == "overview":
+            _draw_overview(axes[:2], self.rows, self.labels, self.colors)
+        elif self.kind == "eigenvalues":
+            _draw_eigenvalues(axes[:2], self.rows, self.labels, self.colors)
         elif self.kind == "energy":
             _draw_energy(axes[0], self.rows, self.labels, self.colors)
         elif self.kind == "norms":

@@ -83,6 +83,11 @@ class Report:
         """
         headers, body = self._summary_cells(max_label=max_label)
         lines = [_text_table(headers, body)] if body else ["(no rows)"]
+        if body:
+            from ._overview import verdict_text
+
+            lines.append("Verdicts:")
+            lines.extend(f"  {line}" for line in verdict_text(self).splitlines())
         outcome = self.outcome_summary()
         if outcome:
             lines.append(outcome)

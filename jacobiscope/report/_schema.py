@@ -310,7 +310,7 @@ class LayerResult:
             ...                   None, None, None, None, "stable", {}, [], 0.0)
             >>> for problem in row.validate(): print(problem)
             mode is 'mlp', expected one of 'block', 'attention', 'loop'
-            regime is 'stable', expected one of 'converging', 'critical', 'chaotic', 'oscillating', 'diverging', 'unknown'
+            regime is 'stable', expected one of 'converging', 'periodic', 'critical', 'chaotic', 'oscillating', 'diverging', 'undetermined', 'unknown'
             state_norm has 2 values, expected loops + 1 = 3 (t = 0..loops)
         """
         problems = []

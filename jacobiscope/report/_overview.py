@@ -1,0 +1,119 @@
+"""What a person reads first: each row's verdict in plain words with its key numbers, and a glossary of columns."""
+from __future__ import annotations
+
+import math
+
+from ._text import _num, _outcome_cell, _shorten, _single_line
+
+# One phrase per verdict (`jacobiscope.dynamics.Regime`), completed by the row's numbers.
+_PLAIN_WORDS = {
+    "converging": "settles to a fixed point",
+    "periodic": "settles on a period-{period} orbit",
+    "critical": "sits at the edge of stability (lambda_max = 0 within the tolerance)",
+    "oscillating": "turns quasi-periodically (lambda_max = 0, the orbit rotates)",
+    "chaotic": "is chaotic: nearby states separate",
+    "diverging": "blows up",
+    "undetermined": "is not decided yet{needed}",
+    "unknown": "was not classified",
+}
+
+
+#: The summary table's columns: (unit, what a value means). A registered diagnostic's own columns are added with
+#: the diagnostic's docstring.
+GLOSSARY = {
+    "layer": ("index", "which block of the model is looped (0 for a model's own loop)."),
+    "mode": ("-", "block: the whole block is the map; attention: its attention sub-map; loop: the model's own "
+                  "recurrence."),
+    "input": ("-", "which input the row measured (index: label)."),
+    "state norm": ("RMS per token", "size of the state X_T after the last loop."),
+    "max ||J||2": ("-", "largest spectral norm of the loop's Jacobian J = dF/dX over the sampled loops: how much "
+                        "one loop can stretch a perturbation at most (above 1: some direction grows)."),
+    "rho(J)": ("-", "spectral radius of J at the last loop (largest |eigenvalue|): above 1 a perturbation along "
+                    "its eigenvector grows, below 1 it shrinks."),
+    "complex": ("% of top-k", "share of J's top eigenvalues that are complex (rotating, oscillatory modes)."),
+    "lambda_max +/- se": ("nats per loop", "largest Lyapunov exponent over the whole run, with its standard "
+                                           "error: the average log-rate at which nearby trajectories separate "
+                                           "(< 0 contracting, 0 critical, > 0 chaotic). The verdict uses its "
+                                           "late-half estimate (in the verdict line)."),
+    "eff. clusters": ("tokens", "effective number of token clusters at the last loop (1: all tokens agree)."),
+    "regime": ("-", "the verdict, by the rules of jacobiscope.classify_dynamics (calibration table in the "
+                    "README)."),
+    "outcome": ("-", "what the model made of this input at this loop count (Sudoku solvers: solved or not)."),
+    "flags": ("-", "problems met on this row (NaN/Inf, inaccurate eigenvalues, ...)."),
+}
+
+
+def plain_verdict(row) -> str:
+    """``"settles to a fixed point"``-style words for the row's verdict."""
+    evidence = row.evidence if isinstance(row.evidence, dict) else {}
+    needed = evidence.get("loops_needed")
+    words = _PLAIN_WORDS.get(row.regime, row.regime)
+    return words.format(period=evidence.get("period", "?"),
+                        needed=f": run about {needed} loops" if isinstance(needed, int) and needed else "")
+
+
+def key_numbers(row) -> str:
+    """The numbers a reader checks first: lambda_max (late estimate and interval), rho(J), max ||J||."""
+    evidence = row.evidence if isinstance(row.evidence, dict) else {}
+    scalars = row.scalars()
+    parts = []
+    late = evidence.get("lambda_late")
+    if isinstance(late, (int, float)) and math.isfinite(late):
+        width = evidence.get("lambda_half_width")
+        text = f"lambda_max = {_num(late)}"
+        if isinstance(width, (int, float)) and math.isfinite(width):
+            text += f" +/- {_num(width, '.2g')}"
+        loops = evidence.get("lambda_loops")
+        parts.append(text + (f" (loops {loops})" if loops else ""))
+    elif scalars["lambda_max"] is not None:
+        parts.append(f"lambda_max = {_num(scalars['lambda_max'])}")
+    if scalars["spectral_radius"] is not None:
+        parts.append(f"rho(J) = {_num(scalars['spectral_radius'], '.3g')}")
+    if scalars["max_spectral_norm"] is not None:
+        parts.append(f"max ||J||2 = {_num(scalars['max_spectral_norm'], '.3g')}")
+    return ", ".join(parts)
+
+
+def verdict_lines(report, *, max_label: int = 48) -> list[dict]:
+    """One entry per row: ``{"who", "label", "words", "numbers", "outcome", "reason", "regime", "flags"}``."""
+    with_layer = len({row.layer for row in report.rows}) > 1
+    lines = []
+    for row in report.rows:
+        label = _single_line(str(row.input_label))
+        who = (f"layer {row.layer}, " if with_layer else "") + _shorten(label, max_label)
+        outcome = _outcome_cell(row.outcome)
+        lines.append({
+            "who": who, "label": label, "regime": row.regime, "words": plain_verdict(row),
+            "numbers": key_numbers(row), "outcome": "" if outcome == "-" else f"{outcome} at T={row.loops}",
+            "reason": str(row.evidence.get("reason", "")) if isinstance(row.evidence, dict) else "",
+            "flags": list(row.flags)})
+    return lines
+
+
+def verdict_text(report) -> str:
+    """The verdict lines as plain text (what `Report.summary` prints under the table)."""
+    out = []
+    for line in verdict_lines(report):
+        text = f"{line['who']}: {line['words']}"
+        if line["numbers"]:
+            text += f" ({line['numbers']})"
+        if line["outcome"]:
+            text += f"; {line['outcome']}"
+        out.append(text)
+    return "\n".join(out)
+
+
+def glossary_rows(headers, extra: dict | None = None) -> list[tuple[str, str, str]]:
+    """(column, unit, meaning) for the columns of a summary table; ``extra`` maps a registered diagnostic's column
+    to the diagnostic's name, whose docstring's first line explains it."""
+    from ..diagnostics._base import _REGISTRY
+
+    rows = []
+    for header in headers:
+        if header in GLOSSARY:
+            rows.append((header, *GLOSSARY[header]))
+            continue
+        owner = _REGISTRY.get((extra or {}).get(header, ""))
+        meaning = (type(owner).__doc__ or "").strip().split("\n")[0] if owner is not None else ""
+        rows.append((header, "-", meaning or "a registered diagnostic's column."))
+    return rows
