@@ -11,9 +11,10 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 import torch
-from transformers import Trainer, TrainerCallback, TrainingArguments
+from transformers import Trainer, TrainingArguments
 
 from .._io import atomic_write_text
+from ._sudoku_callbacks import EMACallback, TimeBudgetCallback, _AccuracyCallback, _latest_checkpoint
 
 __all__ = ["SudokuRecipe", "train_sudoku", "evaluate_sudoku", "predict_along", "puzzle_records", "EMACallback",
            "build_model", "LoopCountCollator", "validation_puzzles", "general_training_puzzles", "TimeBudgetCallback"]
@@ -143,82 +144,6 @@ def build_model(recipe: SudokuRecipe):
     return AKOrNForSudoku(AKOrNConfig(**recipe.model_config()))
 
 
-class EMACallback(TrainerCallback):
-    """Exponential moving average of the weights (beta, every ``every`` steps after ``start``), saved with each
-    checkpoint as ``ema.safetensors`` and restored on resume. `swap_in` puts the EMA weights in the model."""
-
-    def __init__(self, beta: float = 0.995, every: int = 10, start: int = 100, resume_from: str | None = None):
-        self.beta, self.every, self.start = beta, every, start
-        self.resume_from = resume_from
-        self.shadow: dict[str, torch.Tensor] | None = None
-
-    def on_train_begin(self, args, state, control, model=None, **kwargs):
-        if self.shadow is None:
-            self.shadow = {k: v.detach().clone() for k, v in model.state_dict().items() if v.dtype.is_floating_point}
-        # `Trainer.train(resume_from_checkpoint=...)` does not set `args.resume_from_checkpoint`, so the folder is
-        # handed to the callback by the caller; otherwise a resumed run restarts its average from the raw weights.
-        folder = self.resume_from or args.resume_from_checkpoint
-        if state.global_step and folder:
-            self._load(Path(folder), model)
-
-    def on_step_end(self, args, state, control, model=None, **kwargs):
-        step = state.global_step
-        if step < self.start or step % self.every:
-            return
-        with torch.no_grad():
-            for name, value in model.state_dict().items():
-                if name in self.shadow:
-                    if step == self.start:
-                        self.shadow[name].copy_(value)
-                    else:
-                        self.shadow[name].lerp_(value.detach(), 1 - self.beta)
-
-    def on_save(self, args, state, control, model=None, **kwargs):
-        from safetensors.torch import save_file
-
-        folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
-        folder.mkdir(parents=True, exist_ok=True)
-        temporary = folder / "ema.safetensors.tmp"
-        save_file({k: v.contiguous() for k, v in self.shadow.items()}, str(temporary))
-        os.replace(temporary, folder / "ema.safetensors")
-
-    def _load(self, folder: Path, model):
-        from safetensors.torch import load_file
-
-        path = folder / "ema.safetensors"
-        if not path.exists():
-            raise FileNotFoundError(f"checkpoint {folder} has no ema.safetensors: it was saved without its weight "
-                                    f"average (interrupted save?); delete the folder to resume from the one before")
-        if path.exists():
-            loaded = load_file(str(path))
-            for name, value in loaded.items():
-                if name in self.shadow:
-                    self.shadow[name].copy_(value)
-
-    def swap_in(self, model) -> None:
-        with torch.no_grad():
-            state = model.state_dict()
-            for name, value in self.shadow.items():
-                state[name].copy_(value)
-
-
-class TimeBudgetCallback(TrainerCallback):
-    """Ends training, with a checkpoint, once ``seconds`` of training have passed in this process."""
-
-    def __init__(self, seconds: float):
-        self.seconds = float(seconds)
-        self.started: float | None = None
-
-    def on_train_begin(self, args, state, control, **kwargs):
-        self.started = time.perf_counter()
-
-    def on_step_end(self, args, state, control, **kwargs):
-        if self.started is not None and time.perf_counter() - self.started >= self.seconds:
-            control.should_training_stop = True
-            control.should_save = True
-        return control
-
-
 GENERAL_PART_ROWS = 1000
 
 
@@ -311,69 +236,6 @@ def validation_puzzles(recipe: SudokuRecipe) -> tuple[torch.Tensor, torch.Tensor
     low, high = recipe.validation_givens
     puzzles, solutions = data.generate_many(recipe.eval_limit, givens=(int(low), int(high)), seed=recipe.validation_seed)
     return data.to_tensor(puzzles), data.to_tensor(solutions)
-
-
-class _AccuracyCallback(TrainerCallback):
-    """Board accuracy on the validation puzzles at each save (raw and EMA weights, mean over the validation loop
-    counts); keeps the better as ``best/``."""
-
-    def __init__(self, puzzles, solutions, ema: EMACallback | None, out_dir: Path, loops: list[int]):
-        self.puzzles, self.solutions, self.ema, self.out_dir = puzzles, solutions, ema, out_dir
-        self.loops = [int(count) for count in loops]
-        self.best = -1.0
-        self.history: list[dict] = []
-        previous = out_dir / "accuracy_history.json"
-        if previous.exists():  # a resumed run continues the record and the best score
-            self.history = json.loads(previous.read_text())
-            self.best = max((entry.get("validation_board_accuracy", -1.0) for entry in self.history), default=-1.0)
-
-    def on_save(self, args, state, control, model=None, **kwargs):
-        from ..data.sudoku import board_accuracy
-
-        # Both the raw and the EMA weights are scored: with beta=0.995 every 10 steps the average spans ~2000
-        # steps, so early in a run it trails the raw weights, and late in a run it usually beats them.
-        candidates = {"raw": copy.deepcopy(model).eval()}
-        if self.ema is not None and self.ema.shadow is not None and state.global_step >= self.ema.start:
-            averaged = copy.deepcopy(model).eval()
-            self.ema.swap_in(averaged)
-            candidates["ema"] = averaged
-        per_loop = {name: {count: board_accuracy(candidate.solve(self.puzzles, loops=count), self.puzzles,
-                                                 self.solutions) for count in self.loops}
-                    for name, candidate in candidates.items()}
-        scores = {name: sum(values.values()) / len(values) for name, values in per_loop.items()}
-        winner = max(scores, key=scores.get)
-        accuracy = scores[winner]
-        record = {"step": state.global_step, "epoch": state.epoch, "validation_board_accuracy": accuracy,
-                  "weights": winner, **{f"validation_board_accuracy_{name}": value for name, value in scores.items()},
-                  "per_loop": {name: {str(k): v for k, v in values.items()} for name, values in per_loop.items()},
-                  "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
-        self.history.append(record)
-        atomic_write_text(self.out_dir / "accuracy_history.json", json.dumps(self.history, indent=1))
-        if accuracy > self.best:
-            self.best = accuracy
-            candidates[winner].save_pretrained(self.out_dir / "best")
-            atomic_write_text(self.out_dir / "best" / "accuracy.json", json.dumps(record))
-        print(f"[sudoku] step {state.global_step}: validation board accuracy {per_loop} (best {self.best:.3f})",
-              flush=True)
-
-
-def _checkpoint_is_complete(folder: Path, needs_average: bool) -> bool:
-    """A process killed mid-save leaves a folder without some file or with a truncated state: not resumable."""
-    required = ["trainer_state.json", "model.safetensors"] + (["ema.safetensors"] if needs_average else [])
-    if not all((folder / name).is_file() for name in required):
-        return False
-    try:
-        json.loads((folder / "trainer_state.json").read_text())
-    except (OSError, ValueError):
-        return False
-    return True
-
-
-def _latest_checkpoint(out_dir: Path, needs_average: bool = False) -> str | None:
-    checkpoints = sorted((p for p in out_dir.glob("checkpoint-*") if p.name.split("-")[-1].isdigit()),
-                         key=lambda p: int(p.name.split("-")[-1]))
-    complete = [p for p in checkpoints if _checkpoint_is_complete(p, needs_average)]
-    return str(complete[-1]) if complete else None
 
 
 def train_sudoku(recipe: SudokuRecipe, out_dir, *, resume: bool = True, data_path=None, progress: bool = True) -> dict:
