@@ -85,11 +85,14 @@ class LoopedMap:
         self._device: torch.device | None = None
 
     # ------------------------------------------------------------------ applying the map
+    _power = 1  # loops of the underlying step per application (`power`)
+
     def step(self, x: torch.Tensor) -> torch.Tensor:
         """Apply one loop: return ``F(x)``. Pure, so it composes with ``torch.func`` transforms."""
-        if self.module is not None:
-            return torch.func.functional_call(self.module, self.params, (x,))
-        return self._function(x)
+        for _ in range(self._power):
+            x = torch.func.functional_call(self.module, self.params, (x,)) if self.module is not None else (
+                self._function(x))
+        return x
 
     __call__ = step
 
@@ -174,6 +177,34 @@ class LoopedMap:
         new._device = torch.device(device) if device is not None else self._device
         if self.x0 is not None:
             new.x0 = self.x0.to(device=new._device or self.x0.device, dtype=new._dtype or self.x0.dtype)
+        return new
+
+    def power(self, p: int) -> "LoopedMap":
+        """The ``p``-loop map ``F^p = F o ... o F`` as a map of its own: a period-``p`` orbit of ``F`` is a fixed
+        point of ``F^p``, and the eigenvalues of its Jacobian there are the orbit's Floquet multipliers.
+
+        Example::
+
+            >>> import torch, jacobiscope
+            >>> m = jacobiscope.systems.logistic_map(3.2)                # a stable period-2 orbit
+            >>> x = m.trajectory(m.x0, 200)[-1]                           # a point of the orbit
+            >>> twice = m.power(2)
+            >>> round(float((twice(x) - x).abs()), 12)                     # a fixed point of F o F
+            0.0
+            >>> row = jacobiscope.measure(twice, x, loops=8, diagnostics=["eigenvalues"], eigen_k=1)
+            >>> round(row.eigenvalues[0][0], 6)                            # the multiplier 4 + 2r - r^2
+            0.16
+
+        The copy shares the step's module and parameters (``to`` and ``with_params`` work on it as on the map);
+        it has no drive (the pseudo-energy of a composed map is not defined) and is named ``"<name>^p"``.
+        """
+        if isinstance(p, bool) or not isinstance(p, int) or p < 1:
+            raise ArgumentError(f"power needs a positive int number of loops, got {p!r}")
+        new = copy.copy(self)
+        new.meta = dict(self.meta, power=self._power * p)
+        new._power = self._power * p
+        new.drive_function = None
+        new.name = f"{self.name}^{p}"
         return new
 
     def with_params(self, params: Mapping[str, torch.Tensor]) -> "LoopedMap":

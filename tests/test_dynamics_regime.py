@@ -159,3 +159,21 @@ def test_batches_and_bad_arguments_are_refused_with_a_fix():
         classify_dynamics(max_lyapunov=0.0, significance=2.0)
     with pytest.raises(ArgumentError, match="states"):
         classify_dynamics(max_lyapunov=0.0, states=torch.ones(1, 3))
+
+
+def test_shipped_akorn_loop_is_called_periodic_and_its_two_loop_map_has_a_fixed_point():
+    """The shipped AKOrN solver scores 0% at odd loop counts because its loop ends in a period-2 orbit: the verdict
+    must say so, and F o F must hold that orbit as a fixed point."""
+    from jacobiscope.data import sudoku
+
+    model = jacobiscope.load_pretrained("akorn-sudoku").eval()
+    _, test = sudoku.satnet_splits(limit=None)
+    looped = model.loop_map(sudoku.to_tensor(list(test["puzzle"][:1])))
+    states = looped.trajectory(looped.x0, 128)
+    verdict = classify_dynamics(states=states[:, 0])
+    assert verdict.regime == "periodic" and verdict.period == 2, verdict.reason
+    twice = looped.power(2)
+    late = states[-1]
+    with torch.no_grad():
+        drift = float((twice(late) - late).norm() / (looped(late) - late).norm())
+    assert drift < 1e-2  # one loop moves the state, two loops bring it back

@@ -131,3 +131,26 @@ def test_bad_constructor_arguments():
         LoopedMap(lambda x: x, batch_dims=-1)
     with pytest.raises(ValueError, match="steps must be a positive int"):
         LoopedMap(lambda x: x).trajectory(torch.ones(1), steps=0)
+
+
+def test_power_is_the_p_loop_map_and_its_jacobian_is_the_chain_product():
+    torch.manual_seed(0)
+    layer = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Tanh()).double()
+    m = jacobiscope.LoopedMap(layer, name="mlp")
+    x = torch.randn(4, dtype=torch.float64)
+    thrice = m.power(3)
+    assert torch.allclose(thrice(x), m(m(m(x))), atol=0, rtol=0)
+    assert thrice.name == "mlp^3" and thrice.meta["power"] == 3 and m(x).shape == x.shape  # the original is intact
+    assert torch.equal(m.power(2).power(2)(x), m.power(4)(x))
+    twice = m.power(2)
+    dense = torch.autograd.functional.jacobian(twice.step, x)
+    chain = torch.autograd.functional.jacobian(m.step, m(x)) @ torch.autograd.functional.jacobian(m.step, x)
+    assert torch.allclose(dense, chain, atol=1e-12)
+    matrix_free = jacobiscope.spectral_norm(twice, x, tol=1e-10).value  # jvps/vjps through both loops
+    assert float(matrix_free) == pytest.approx(float(torch.linalg.matrix_norm(chain, ord=2)), rel=1e-8)
+    # Copies keep the power: a cast, new weights.
+    assert torch.allclose(twice.to(torch.float32)(x.float()), twice(x).float(), atol=1e-6)
+    zeros = {name: torch.zeros_like(value) for name, value in m.params.items()}
+    assert torch.equal(twice.with_params(zeros)(x), torch.zeros(4, dtype=torch.float64))
+    with pytest.raises(jacobiscope.errors.ArgumentError, match="positive int"):
+        m.power(0)
