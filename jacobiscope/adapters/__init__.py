@@ -3,6 +3,7 @@ from .capture import ReplayedModule, capture_calls, strip_caches
 from .check import AdapterCheckError, AdapterCheckResult, check_adapter
 from .inputs import InputError, ModelInputs, prepare_inputs
 from .looped import LoopedAttention, looped_block, prepare_model
+from .native import Recurrence, list_recurrences, native_loop, register_recurrence, shared_module_recurrence
 from .spec import AdapterError, AdapterSpec, find_blocks, get_adapter_spec, register_adapter, shipped_adapter_specs
 
 __all__ = [
@@ -21,6 +22,11 @@ __all__ = [
     "looped_block",
     "prepare_inputs",
     "prepare_model",
+    "Recurrence",
+    "list_recurrences",
+    "native_loop",
+    "register_recurrence",
+    "shared_module_recurrence",
     "register_adapter",
     "shipped_adapter_specs",
     "strip_caches",

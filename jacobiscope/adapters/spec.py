@@ -37,6 +37,9 @@ class AdapterSpec:
             (norm after the residual, as BERT), or a dict ``{"config_flag", "if_true", "if_false"}`` read from
             the config.
         returns: what the block returns (``"tensor"`` or ``"tuple"``); both are handled, this documents it.
+        recurrences: the family's own loop(s), by name (default first), for `jacobiscope.native_loop`: data
+            ``{"module": path, "loops": config attribute or int, "require": {config attribute: value}}`` for a
+            shared module called once per iteration, or ``{"builder": name}`` for one registered in code.
     """
 
     name: str
@@ -48,6 +51,7 @@ class AdapterSpec:
     norm_position: str | dict = "pre"
     returns: str = "tensor"
     notes: str = ""
+    recurrences: dict = field(default_factory=dict, compare=False, hash=False)
     source: str = field(default="user", compare=False)
 
     @classmethod
@@ -76,6 +80,12 @@ class AdapterSpec:
 
     def as_dict(self) -> dict:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items() if k != "source"}
+
+
+def shipped_recurrence_specs() -> dict[str, dict]:
+    """The ``recurrences`` entries of the shipped specs, keyed by model type."""
+    return {model_type: dict(spec.recurrences) for model_type, spec in shipped_adapter_specs().items()
+            if spec.recurrences}
 
 
 _USER_SPECS: dict[str, AdapterSpec] = {}
