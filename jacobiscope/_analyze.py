@@ -63,6 +63,18 @@ def _resolve_diagnostics(diagnostics) -> tuple[str, ...]:
     return tuple(diagnostic.name for diagnostic in resolve(diagnostics))
 
 
+def _recurrence_map(model, example, recurrence, dtype):
+    from .adapters.native import native_loop
+
+    device = next(model.parameters()).device
+    kwargs = {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in example.kwargs.items()}
+    looped = native_loop(model, kwargs, recurrence)
+    if dtype is not None:
+        looped = looped.to(dtype=dtype)
+    looped.meta.update(layer=0, mode="loop")
+    return looped
+
+
 def _resolve_layers(model, layers) -> list[int]:
     path, blocks, _ = find_blocks(model)
     if layers is None:
@@ -90,7 +102,7 @@ def analyze(
     inputs,
     tokenizer=None,
     layers: list[int] | int | None = None,
-    mode: str = "block",
+    mode: str | None = None,
     loops: int = 32,
     diagnostics=None,
     k: int = 4,
@@ -105,6 +117,7 @@ def analyze(
     max_length: int | None = 512,
     progress: bool | None = None,
     input_labels: list[str] | None = None,
+    recurrence: str | None = None,
 ) -> Report:
     """Measure each requested layer of ``model`` as a looped map ``X_{t+1} = F(X_t)`` on ``inputs``.
 
@@ -122,7 +135,12 @@ def analyze(
             state is exactly its tokens), token ids, pixel values, or hidden states ``[B, S, hidden]``.
         tokenizer: for text, when the model's folder has none.
         layers: block indices (default: all).
-        mode: ``"block"`` (the whole layer) or ``"attention"`` (the ItrSA form ``Norm(X + eta Attn(X))``).
+        mode: ``"block"`` (the whole layer), ``"attention"`` (the ItrSA form ``Norm(X + eta Attn(X))``) or
+            ``"loop"`` (the model's own recurrence, `jacobiscope.native_loop`: ALBERT, HRM-Text, Dory, Inkling-2
+            loop, the reference solvers, or a model following the protocol). Default: ``"loop"`` for a model with a
+            recurrence of its own, ``"block"`` otherwise.
+        recurrence: which of the model's recurrences in loop mode (`jacobiscope.list_recurrences`; default its
+            first).
         loops: how many times each map is applied.
         diagnostics: subset of `DIAGNOSTICS` (default all). State norms and step sizes are always recorded.
         k: number of Lyapunov exponents (tangent vectors).
@@ -156,6 +174,15 @@ def analyze(
     rows: list[LayerResult] = []
     started = time.perf_counter()
     native = _has_native_loop(model)
+    from .adapters.native import list_recurrences
+
+    recurrences = list_recurrences(model) if not native else []
+    if mode is None:
+        mode = "loop" if (native or recurrences) else "block"
+    if mode == "loop" and not (native or recurrences):
+        raise ArgumentError(f"mode='loop' needs a model with a recurrence of its own; {type(model).__name__} has "
+                            "none — use mode='block' or 'attention' (or give it the jacobiscope_recurrence protocol)")
+    recurrent = mode == "loop" and not native
     try:
         if native:
             # A reference looped model exposes its own recurrence: no adapter, one "layer" (the loop itself).
@@ -165,7 +192,7 @@ def analyze(
         else:
             model_inputs = prepare_inputs(model, inputs, tokenizer, max_length=max_length)
             examples = model_inputs.examples()
-            layer_list = _resolve_layers(model, layers)
+            layer_list = [0] if recurrent else _resolve_layers(model, layers)
         if input_labels is not None:
             if isinstance(input_labels, str) or len(input_labels) != len(examples):
                 got = 1 if isinstance(input_labels, str) else len(input_labels)
@@ -179,6 +206,8 @@ def analyze(
         for global_index, example in shard:
             if native:
                 maps = [_native_map(model, example, dtype)]
+            elif recurrent:
+                maps = [_recurrence_map(prepared.model, example, recurrence, dtype)]
             else:
                 maps = build_maps(prepared, example, layer_list, mode, eta, dtype)
             for looped in maps:
@@ -201,6 +230,8 @@ def analyze(
     rows.sort(key=lambda row: (row.input_index, row.layer))
     if native:
         blocks, spec_name = [model], "native loop_map"
+    elif recurrent:
+        blocks, spec_name = [model], f"native recurrence {recurrence or recurrences[0]!r}"
     else:
         _, blocks, spec = find_blocks(model)
         spec_name = spec.name if spec is not None else "generic"
@@ -325,6 +356,15 @@ def describe(model, inputs, tokenizer=None, layers=None, mode: str = "block", lo
     prepared = prepare_model(model)
     plans = []
     native = _has_native_loop(model)
+    from .adapters.native import list_recurrences
+
+    recurrences = list_recurrences(model) if not native else []
+    if mode is None:
+        mode = "loop" if (native or recurrences) else "block"
+    if mode == "loop" and not (native or recurrences):
+        raise ArgumentError(f"mode='loop' needs a model with a recurrence of its own; {type(model).__name__} has "
+                            "none — use mode='block' or 'attention' (or give it the jacobiscope_recurrence protocol)")
+    recurrent = mode == "loop" and not native
     try:
         if native:  # the model's own recurrence, exactly as analyze measures it
             examples = _native_examples(model, inputs)

@@ -191,10 +191,18 @@ def analyze(args) -> int:
 
     from .._analyze import analyze as run_analysis
 
-    report = run_analysis(model, inputs, tokenizer=tokenizer, layers=None if native else args.layers, mode=args.mode,
+    from ..adapters.native import list_recurrences
+
+    looping = native or (args.mode in (None, "loop") and bool(list_recurrences(model)))
+    if args.recurrence is not None and args.recurrence not in list_recurrences(model):
+        raise UsageError(f"{args.model!r} has no recurrence {args.recurrence!r}",
+                         f"choose from {', '.join(list_recurrences(model)) or 'none (use --mode block)'}")
+    if args.mode == "loop" and not looping:
+        raise UsageError(f"{args.model!r} has no recurrence of its own", "use --mode block or --mode attention")
+    report = run_analysis(model, inputs, tokenizer=tokenizer, layers=None if looping else args.layers, mode=args.mode,
                           loops=args.loops, diagnostics=args.diagnostics, k=args.k,
                           dtype=torch.float64 if args.float64 else None, eta=args.eta, seed=args.seed,
-                          progress=not args.quiet, input_labels=labels)
+                          progress=not args.quiet, input_labels=labels, recurrence=args.recurrence)
     if note:
         report.notes.insert(0, note)
     print(report.summary())
@@ -216,7 +224,7 @@ def _analysis_inputs(args, model, native: bool, location: str, puzzles):
         if args.text:
             raise UsageError(f"{name} is a looped Sudoku solver, which takes puzzles, not --text",
                              "pass --puzzle (81 digits) or --puzzles N")
-        if args.mode != "block":
+        if args.mode not in (None, "loop"):
             raise UsageError(f"--mode {args.mode} does not apply to {name}, which is analysed through its own loop",
                              "drop --mode")
         if args.layers and args.layers != [0]:

@@ -158,8 +158,13 @@ def _add_analyze(commands) -> None:
     analyze.add_argument("--puzzles", type=puzzle_count, default=4,
                          help="looped solvers without --puzzle: analyse SATNet test rows 9000 onwards, this many")
     analyze.add_argument("--layers", type=layer_list, help="comma-separated block indices, e.g. 0,3 (default: all)")
-    analyze.add_argument("--mode", choices=("block", "attention"), default="block",
-                         help="block: the whole layer is the map; attention: Norm(X + eta Attn(X)) with its weights")
+    analyze.add_argument("--mode", choices=("block", "attention", "loop"), default=None,
+                         help="block: the whole layer is the map; attention: Norm(X + eta Attn(X)) with its weights; "
+                              "loop: the model's own recurrence (default: loop for looped models such as ALBERT and "
+                              "the Sudoku solvers, block otherwise)")
+    analyze.add_argument("--recurrence", default=None,
+                         help="which of a looped model's recurrences in loop mode (default: its first; e.g. L, H or "
+                              "cycle for HRM-Text)")
     analyze.add_argument("--eta", type=positive_float, help="attention-mode step size (default: 1.0)")
     analyze.add_argument("--loops", type=positive_int, default=32, help="applications of the map per trajectory")
     analyze.add_argument("--k", type=positive_int, default=4, help="number of Lyapunov exponents")
