@@ -12,8 +12,10 @@ from jacobiscope.errors import ArgumentError
 
 
 def test_builtins_are_registered_in_running_order():
-    assert jacobiscope.list_diagnostics()[:6] == ["spectral_norm", "eigenvalues", "lyapunov", "clusters", "energy",
-                                                  "regime"]
+    assert jacobiscope.list_diagnostics()[:8] == ["spectral_norm", "eigenvalues", "lyapunov", "clusters", "energy",
+                                                  "fixed_points", "halting", "regime"]
+    defaults = [name for name in jacobiscope.list_diagnostics() if jacobiscope.get_diagnostic(name).default]
+    assert "fixed_points" not in defaults and "halting" not in defaults  # asked for by name
     with pytest.raises(ArgumentError, match="unknown diagnostic 'entropy'"):
         jacobiscope.get_diagnostic("entropy")
     with pytest.raises(ArgumentError, match="already registered"):
@@ -160,3 +162,64 @@ def test_results_are_typed_and_round_trip_through_the_row():
         assert "peak at" in report.summary().splitlines()[0]
     finally:
         unregister_diagnostic("peak_norm")
+
+
+def test_fixed_points_of_an_affine_contraction_and_a_bistable_map():
+    """Analytic references: x -> A x + b has one fixed point (I - A)^-1 b with rho(J) = rho(A); x -> tanh(2x) per
+    entry, started at its unstable fixed point 0, splits between the two stable points +-x* with
+    rho(J) = 2 sech^2(2 x*) there."""
+    from jacobiscope.diagnostics import FixedPointsMeasurement
+
+    matrix = torch.tensor([[0.5, 0.2], [-0.1, 0.3]], dtype=torch.float64)
+    offset = torch.tensor([1.0, -1.0], dtype=torch.float64)
+    row = measure(lambda x: matrix @ x + offset, torch.zeros(2, dtype=torch.float64), loops=80,
+                  diagnostics=["fixed_points", "lyapunov"], options={"basin_starts": 6, "basin_noise": 0.5})
+    found = row.diagnostic("fixed_points")
+    assert isinstance(found, FixedPointsMeasurement) and found.count == 1
+    (basin,) = found.basins
+    assert basin["fraction"] == 1.0 and basin["settled"] and basin["distance"] < 1e-10
+    assert basin["spectral_radius"] == pytest.approx(float(torch.linalg.eigvals(matrix).abs().max()), rel=1e-6)
+
+    x_star = 0.9575040240772687  # x = tanh(2x)
+    for _ in range(100):
+        x_star = math.tanh(2 * x_star)
+    row = measure(lambda x: torch.tanh(2 * x), torch.zeros(1, dtype=torch.float64), loops=60,
+                  diagnostics=["fixed_points"], options={"basin_starts": 10, "basin_noise": 0.1})
+    found = row.diagnostic("fixed_points")
+    assert found.count == 2 and sum(b["fraction"] for b in found.basins) == pytest.approx(1.0)
+    generator = torch.Generator().manual_seed(0)
+    signs = [float(torch.randn((1,), generator=generator, dtype=torch.float64)) > 0 for _ in range(10)]
+    assert sorted(b["fraction"] for b in found.basins) == sorted([sum(signs) / 10, 1 - sum(signs) / 10])
+    for basin in found.basins:
+        assert basin["settled"] and basin["spectral_radius"] == pytest.approx(2 / math.cosh(2 * x_star) ** 2,
+                                                                              rel=1e-6)
+
+
+def test_halting_replay_on_tokens_converging_at_known_rates():
+    """Token i contracts to a_i at rate c_i: its relative change per loop and the loop at which an exit rule
+    fires follow from x_t = a + c^t (x_0 - a), computed here independently."""
+    from jacobiscope.diagnostics import HaltingMeasurement
+
+    rates = torch.tensor([0.5, 0.8, 0.95], dtype=torch.float64).view(3, 1)
+    targets = torch.tensor([[1.0, 2.0], [-1.0, 0.5], [0.3, 0.3]], dtype=torch.float64)
+    x0 = torch.zeros(3, 2, dtype=torch.float64)
+    loops = 40
+    row = measure(lambda x: rates * x + (1 - rates) * targets, x0, loops=loops, diagnostics=["halting"],
+                  options={"halting_thresholds": [1e-2, 1e-4], "halting_agree_rtol": 1e-3})
+    result = row.diagnostic("halting")
+    assert isinstance(result, HaltingMeasurement) and result.tokens == 3 and result.agreement_by == "state"
+    t = torch.arange(loops + 1, dtype=torch.float64).view(-1, 1, 1)
+    states = targets + rates.view(1, 3, 1) ** t * (x0 - targets)
+    change = (states[1:] - states[:-1]).norm(dim=-1) / states[:-1].norm(dim=-1).clamp_min(1e-30)
+    assert result.max_change == pytest.approx(change.max(dim=1).values.tolist(), rel=1e-9)
+    for rule in result.rules:
+        expected = []
+        for token in range(3):
+            below = [step for step in range(loops) if change[step, token] < rule["threshold"]]
+            expected.append(below[0] + 1 if below else loops)
+        assert rule["exits"] == expected
+        assert rule["loops_saved"] == pytest.approx(1 - sum(expected) / (3 * loops))
+        agree = [float((states[e, i] - states[-1, i]).norm()) <= 1e-3 * float(states[-1, i].norm())
+                 for i, e in enumerate(expected)]
+        assert rule["agreement"] == pytest.approx(sum(agree) / 3)
+    assert result.rules[0]["agreement"] < 1.0 == result.rules[1]["agreement"]  # a loose exit disagrees, a strict one not

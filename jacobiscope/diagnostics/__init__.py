@@ -17,6 +17,8 @@ A diagnostic is a `Diagnostic` subclass: a name, a cost estimate (what `describe
 from ._base import (
     Diagnostic, MeasureContext, get_diagnostic, list_diagnostics, register_diagnostic, unregister_diagnostic
 )
+from ._fixed_points import FixedPointsMeasurement
+from ._halting import HaltingMeasurement
 from ._measure import measure
 from ._results import (
     ClusterMeasurement, DiagnosticResult, EigenvaluesMeasurement, EnergyMeasurement, LyapunovMeasurement, RegimeMeasurement, SpectralNormMeasurement
@@ -24,4 +26,5 @@ from ._results import (
 
 __all__ = ["Diagnostic", "MeasureContext", "get_diagnostic", "list_diagnostics", "register_diagnostic",
            "unregister_diagnostic", "measure", "DiagnosticResult", "SpectralNormMeasurement", "EigenvaluesMeasurement",
-           "LyapunovMeasurement", "ClusterMeasurement", "EnergyMeasurement", "RegimeMeasurement"]
+           "LyapunovMeasurement", "ClusterMeasurement", "EnergyMeasurement", "RegimeMeasurement",
+           "FixedPointsMeasurement", "HaltingMeasurement"]

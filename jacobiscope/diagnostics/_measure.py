@@ -39,7 +39,7 @@ def _one_trajectory(looped, x0):
 
 def measure(looped_map, x0=None, *, loops: int = 32, diagnostics=None, k: int = 4, eigen_k: int = 4,
             eigen_restarts: int = 4, spectral_samples: int = 3, seed: int = 0, dtype: torch.dtype | None = None,
-            label: str | None = None, input_index: int = 0, mode: str | None = None):
+            label: str | None = None, input_index: int = 0, mode: str | None = None, options: dict | None = None):
     """Run the registered diagnostics on one trajectory of ``looped_map`` from ``x0``; return a `LayerResult`.
 
     Example::
@@ -60,6 +60,8 @@ def measure(looped_map, x0=None, *, loops: int = 32, diagnostics=None, k: int = 
             at which ``||J||_2`` is measured; seed: of every random start vector.
         dtype: compute in this dtype (a copy of the map; float64 for reference-quality numbers).
         label, input_index, mode: how the row is named in reports.
+        options: settings of diagnostics that take their own (``{"basin_starts": 16, "basin_noise": 0.05}`` for
+            ``fixed_points``; ``{"halting_thresholds": [...]}`` for ``halting``), read from ``context.options``.
 
     Returns:
         A `jacobiscope.LayerResult`: state norms and step sizes along the loop, each built-in diagnostic in its
@@ -77,7 +79,7 @@ def measure(looped_map, x0=None, *, loops: int = 32, diagnostics=None, k: int = 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", NonFiniteWarning)
         warnings.simplefilter("always", ConvergenceWarning)
-        context = _context(looped, x0, loops, dict(k=k, eigen_k=eigen_k, eigen_restarts=eigen_restarts,
+        context = _context(looped, x0, loops, dict(options or {}, k=k, eigen_k=eigen_k, eigen_restarts=eigen_restarts,
                                                     spectral_samples=spectral_samples, seed=seed))
         timings = {}
         for diagnostic in chosen:

@@ -1,0 +1,115 @@
+"""Fixed points and basins: where perturbed starts end up, how many distinct end states, how stable each is."""
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass, field
+
+import torch
+
+from ..errors import ConvergenceWarning
+from ._base import Diagnostic, MeasureContext
+from ._results import DiagnosticResult
+
+
+@dataclass
+class FixedPointsMeasurement(DiagnosticResult):
+    """The end states of ``starts`` perturbed trajectories (noise ``noise`` x the RMS of ``x0``), clustered.
+
+    ``basins``: one entry per distinct end state, largest first: ``fraction`` of the starts that reached it,
+    ``settled`` (its last relative step is below 1e-4: a fixed point, not a point of a moving orbit), ``step`` (that
+    relative step), ``spectral_radius`` of the Jacobian there (below 1: attracting), ``distance`` (relative RMS
+    distance to the unperturbed trajectory's end state).
+    """
+
+    starts: int
+    noise: float
+    basins: list = field(default_factory=list)
+
+    @property
+    def count(self) -> int:
+        return len(self.basins)
+
+
+class FixedPoints(Diagnostic):
+    """K perturbed starts run ``loops`` loops; their end states clustered (relative distance ``basin_rtol``); the
+    fraction reaching each and the spectral radius of J there. Not run by default (``K x loops`` forwards)."""
+
+    name = "fixed_points"
+    result_type = FixedPointsMeasurement
+    default = False
+
+    def cost(self, state_size, loops, options):
+        starts = options.get("basin_starts", 8)
+        return {"forward": starts * loops, "jvp": 30 * starts}
+
+    def compute(self, context: MeasureContext):
+        options = context.options
+        starts, noise = int(options.get("basin_starts", 8)), float(options.get("basin_noise", 0.1))
+        generator = torch.Generator(device="cpu").manual_seed(int(options.get("seed", 0)))
+        x0 = context.x0
+        scale = float(x0.pow(2).mean().sqrt()) or 1.0
+        reference = context.states[context.last_finite]
+        ends = []
+        for _ in range(starts):
+            kick = torch.randn(x0.shape, generator=generator, dtype=torch.float64).to(x0)
+            ends.append(_end_state(context.looped, x0 + noise * scale * kick, context.loops))
+        clusters = _cluster([end for end, _ in ends], float(options.get("basin_rtol", 1e-2)))
+        basins = []
+        for members in sorted(clusters, key=len, reverse=True):
+            end, step = ends[members[0]]
+            rms = float(end.pow(2).mean().sqrt()) or 1.0
+            basins.append({"fraction": len(members) / starts, "settled": bool(step < 1e-4), "step": step,
+                           "spectral_radius": _spectral_radius(context.looped, end),
+                           "distance": float((end - reference).pow(2).mean().sqrt()) / rms})
+        return FixedPointsMeasurement(starts=starts, noise=noise, basins=basins)
+
+    def columns(self, result) -> dict:
+        if not result.basins:
+            return {"basins": "-"}
+        return {"basins": result.count, "main basin": f"{100 * result.basins[0]['fraction']:.0f}%"}
+
+
+def _end_state(looped, x: torch.Tensor, loops: int) -> tuple[torch.Tensor, float]:
+    """The state after ``loops`` loops and its last relative step (inf when the run went non-finite)."""
+    with torch.no_grad():
+        previous = x
+        for _ in range(loops):
+            previous, x = x, looped.step(x)
+    if not bool(torch.isfinite(x).all()):
+        return x, math.inf
+    step = float((x - previous).norm() / x.norm().clamp_min(1e-30))
+    return x.detach(), step
+
+
+def _cluster(ends: list, rtol: float) -> list[list[int]]:
+    """Greedy clustering: an end state joins the first cluster whose first member is within ``rtol`` (relative RMS
+    distance); non-finite end states form their own cluster."""
+    clusters: list[list[int]] = []
+    for index, end in enumerate(ends):
+        finite = bool(torch.isfinite(end).all())
+        for members in clusters:
+            anchor = ends[members[0]]
+            if not finite or not bool(torch.isfinite(anchor).all()):
+                if finite == bool(torch.isfinite(anchor).all()) and not finite:
+                    members.append(index)
+                    break
+                continue
+            scale = float(anchor.pow(2).mean().sqrt()) or 1.0
+            if float((end - anchor).pow(2).mean().sqrt()) <= rtol * scale:
+                members.append(index)
+                break
+        else:
+            clusters.append([index])
+    return clusters
+
+
+def _spectral_radius(looped, x: torch.Tensor) -> float:
+    from ..linalg.eig import jacobian_eigenvalues
+
+    if not bool(torch.isfinite(x).all()):
+        return math.nan
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        result = jacobian_eigenvalues(looped, x, k=min(2, x.numel()), tol=1e-4, max_restarts=8)
+    return float(result.values.abs().max())

@@ -1,0 +1,84 @@
+"""Per-token convergence along the loop, and offline replay of exit rules (how many loops an early exit saves, and
+how often it agrees with the full run)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from ._base import Diagnostic, MeasureContext
+from ._results import DiagnosticResult
+
+
+@dataclass
+class HaltingMeasurement(DiagnosticResult):
+    """Per-token relative change ``||x_{t+1,i} - x_{t,i}|| / ||x_{t,i}||`` along the loop (its ``median`` and
+    ``max`` over tokens per loop), and one replay per threshold: each token exits at the first loop whose change is
+    below the threshold (the full count otherwise); ``mean_exit`` (loops), ``loops_saved`` (share of the loops not
+    run), ``agreement`` (share of tokens whose output at exit equals the output after all loops: the readout's
+    argmax when the map has one, else the state within ``halting_agree_rtol`` of the final one)."""
+
+    tokens: int
+    median_change: list
+    max_change: list
+    rules: list = field(default_factory=list)
+    agreement_by: str = "state"
+
+
+class Halting(Diagnostic):
+    """Token convergence and exit-rule replay on the measured trajectory (no extra forwards, unless the map has a
+    readout). Thresholds: ``options["halting_thresholds"]`` (default 1e-2, 1e-3, 1e-4)."""
+
+    name = "halting"
+    result_type = HaltingMeasurement
+    default = False
+
+    def cost(self, state_size, loops, options):
+        return {"forward": 0.05 * (loops + 1)}
+
+    def compute(self, context: MeasureContext):
+        states = context.states[: context.last_finite + 1].detach()
+        if states.shape[0] < 2:
+            return None
+        tokens = states.reshape(states.shape[0], states.shape[1], -1) if states.dim() >= 3 else states.reshape(
+            states.shape[0], 1, -1)
+        change = (tokens[1:] - tokens[:-1]).norm(dim=-1) / tokens[:-1].norm(dim=-1).clamp_min(1e-30)  # [T, n]
+        readout = context.looped.meta.get("readout")
+        outputs = _outputs(readout, states) if callable(readout) else None
+        rtol = float(context.options.get("halting_agree_rtol", 1e-2))
+        rules = [_replay(float(threshold), change, tokens, outputs, rtol)
+                 for threshold in context.options.get("halting_thresholds", (1e-2, 1e-3, 1e-4))]
+        return HaltingMeasurement(tokens=int(tokens.shape[1]), median_change=change.median(dim=1).values.tolist(),
+                                  max_change=change.max(dim=1).values.tolist(), rules=rules,
+                                  agreement_by="readout" if outputs is not None else "state")
+
+    def columns(self, result) -> dict:
+        if not result.rules:
+            return {}
+        rule = result.rules[0]
+        return {f"exit@{rule['threshold']:g} saves": f"{100 * rule['loops_saved']:.0f}%",
+                "agrees": f"{100 * rule['agreement']:.0f}%"}
+
+
+def _outputs(readout, states: torch.Tensor) -> torch.Tensor:
+    """The readout's prediction per token at every loop: ``[T+1, tokens]`` (argmax of its last dimension)."""
+    with torch.no_grad():
+        return torch.stack([readout(state).argmax(-1).reshape(-1) for state in states])
+
+
+def _replay(threshold: float, change: torch.Tensor, tokens: torch.Tensor, outputs, rtol: float) -> dict:
+    loops = change.shape[0]
+    below = change < threshold
+    # Exit after the first loop whose change is below the threshold; tokens that never get there run all loops.
+    exits = torch.where(below.any(0), below.to(torch.int64).argmax(0) + 1, torch.full_like(below[0], loops,
+                                                                                         dtype=torch.int64))
+    columns = torch.arange(tokens.shape[1])
+    if outputs is not None:
+        agree = outputs[exits, columns] == outputs[-1]
+    else:
+        final = tokens[-1]
+        at_exit = tokens[exits, columns]
+        agree = (at_exit - final).norm(dim=-1) <= rtol * final.norm(dim=-1).clamp_min(1e-30)
+    mean_exit = float(exits.to(torch.float64).mean())
+    return {"threshold": threshold, "mean_exit": mean_exit, "loops_saved": 1.0 - mean_exit / loops,
+            "agreement": float(agree.to(torch.float64).mean()), "exits": exits.tolist()}
