@@ -99,7 +99,24 @@ def prepare_model(model: nn.Module, attn_implementation: str | None = None) -> P
         restore.append(lambda: model.set_attn_implementation(current))
     elif current == "sdpa":
         notes.append("sdpa attention: jvps run on its math backend (the fused kernels have no forward-mode AD)")
+    _eager_experts(model, config, notes, restore)
     return PreparedModel(model, notes, restore)
+
+
+def _eager_experts(model, config, notes: list, restore: list) -> None:
+    """Mixture-of-experts layers dispatch on ``config._experts_implementation``; the fused ones (grouped_mm, ...)
+    have no forward-mode AD, the eager per-expert loop computes the same sums and has."""
+    current = getattr(config, "_experts_implementation", None)
+    if current in (None, "eager") or not hasattr(model, "set_experts_implementation"):
+        return
+    try:
+        model.set_experts_implementation("eager")
+    except (ValueError, NotImplementedError) as error:
+        notes.append(f"experts implementation {current} kept ({str(error).splitlines()[0]}): jvps may fail in it")
+        return
+    notes.append(f"experts implementation switched {current} -> eager (forward-mode AD does not pass through "
+                 f"{current}); restored afterwards")
+    restore.append(lambda: model.set_experts_implementation(current))
 
 
 def block_index(layer: int, count: int, path: str) -> int:

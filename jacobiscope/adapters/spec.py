@@ -165,7 +165,9 @@ def _generic_block_names(model: nn.Module) -> set[str]:
     if isinstance(recorded, type):
         names.add(recorded.__name__)
     elif recorded is not None and getattr(recorded, "target_class", None) is not None:
-        names.add(recorded.target_class.__name__)
+        target = recorded.target_class
+        # Some families record hidden states from several block classes (a tuple): each is a candidate.
+        names.update(cls.__name__ for cls in (target if isinstance(target, (tuple, list)) else (target,)))
     return names
 
 
