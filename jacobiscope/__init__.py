@@ -30,6 +30,7 @@ _EXPORTS = {
     "adapters": ("AdapterError", "check_adapter", "looped_block", "register_adapter", "native_loop", "list_recurrences",
                  "register_recurrence"),
     "_analyze": ("analyze", "describe"),
+    "_depth": ("depth_dynamics", "DepthDynamics"),
     "report": ("LayerResult", "Report"),
     "dynamics": ("LyapunovResult", "OscillationMeasures", "classify_dynamics", "kaplan_yorke_dimension",
                  "token_order_parameters", "lyapunov_spectrum", "oscillation_measures", "pseudo_energy"),
