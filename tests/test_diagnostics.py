@@ -12,10 +12,10 @@ from jacobiscope.errors import ArgumentError
 
 
 def test_builtins_are_registered_in_running_order():
-    assert jacobiscope.list_diagnostics()[:8] == ["spectral_norm", "eigenvalues", "lyapunov", "clusters", "energy",
-                                                  "fixed_points", "halting", "regime"]
+    assert jacobiscope.list_diagnostics()[:9] == ["spectral_norm", "eigenvalues", "lyapunov", "clusters", "energy",
+                                                  "fixed_points", "halting", "loop_depth", "regime"]
     defaults = [name for name in jacobiscope.list_diagnostics() if jacobiscope.get_diagnostic(name).default]
-    assert "fixed_points" not in defaults and "halting" not in defaults  # asked for by name
+    assert not {"fixed_points", "halting", "loop_depth"} & set(defaults)  # asked for by name
     with pytest.raises(ArgumentError, match="unknown diagnostic 'entropy'"):
         jacobiscope.get_diagnostic("entropy")
     with pytest.raises(ArgumentError, match="already registered"):
@@ -223,3 +223,26 @@ def test_halting_replay_on_tokens_converging_at_known_rates():
                  for i, e in enumerate(expected)]
         assert rule["agreement"] == pytest.approx(sum(agree) / 3)
     assert result.rules[0]["agreement"] < 1.0 == result.rules[1]["agreement"]  # a loose exit disagrees, a strict one not
+
+
+def test_loop_depth_sweep_reads_the_solver_at_every_loop_of_one_trajectory():
+    """The quality curve of the shipped ItrSA solver equals its own solve() at each loop count (an independent
+    re-run per count); the KL is zero and the agreement one at the trained depth."""
+    from jacobiscope.data import sudoku
+    from jacobiscope.diagnostics import LoopDepthMeasurement
+    from jacobiscope.models.itrsa.modeling_itrsa import _is_solution
+
+    model = jacobiscope.load_pretrained("itrsa-sudoku").eval()
+    _, test = sudoku.satnet_splits()
+    puzzles = sudoku.to_tensor(list(test["puzzle"][:2]))
+    report = jacobiscope.analyze(model, puzzles, loops=24, progress=False, diagnostics=["loop_depth"])
+    for index, row in enumerate(report.rows):
+        sweep = row.diagnostic("loop_depth")
+        assert isinstance(sweep, LoopDepthMeasurement) and sweep.reference_loop == model.config.loops
+        assert len(sweep.quality) == 25 and sweep.kl[sweep.reference_loop] == pytest.approx(0.0, abs=1e-12)
+        assert sweep.agreement[sweep.reference_loop] == 1.0
+        for count in (1, 4, 16, 24):
+            solved = _is_solution(model.solve(puzzles[index:index + 1], loops=count))
+            assert sweep.quality[count] == float(solved[0]), count
+        assert sweep.peak == max(sweep.quality) and sweep.quality[sweep.peak_loop] == sweep.peak
+    assert "peak loop" in report.summary().splitlines()[0]

@@ -123,7 +123,7 @@ class TinyRecurrentDepth(nn.Module):
     def jacobiscope_recurrence(self, name, input_ids):
         injected = self.prelude(self.embed(input_ids)).detach()
         return {"step": lambda s: self.core(self.adapter(torch.cat([s, injected], -1))),
-                "x0": self.initial_state(injected), "loops": self.iterations,
+                "x0": self.initial_state(injected), "loops": self.iterations, "readout": self.coda,
                 "description": "s <- R(adapter([s, e])), e from the prelude"}
 
 
@@ -147,5 +147,12 @@ def test_a_recurrent_depth_model_through_the_public_protocol():
     sigma = jacobiscope.spectral_norm(double, x, tol=1e-10).value
     assert float(sigma) == pytest.approx(float(torch.linalg.matrix_norm(dense, ord=2)), rel=1e-6)
     report = jacobiscope.analyze(model.float(), {"input_ids": input_ids}, loops=12, progress=False,
-                                 diagnostics=["lyapunov"])
+                                 diagnostics=["lyapunov", "loop_depth"])
     assert report.rows[0].mode == "loop" and report.rows[0].regime in jacobiscope.dynamics.REGIMES
+    # The loop-depth sweep reads the coda at every loop: at the trained depth it is the model's own output.
+    sweep = report.rows[0].diagnostic("loop_depth")
+    assert sweep.reference_loop == 6 and sweep.kl[6] == pytest.approx(0.0, abs=1e-9)
+    with torch.no_grad():
+        own = torch.log_softmax(model(input_ids).double(), -1)
+        third = torch.log_softmax(model.coda(states[3].float()).double(), -1)
+    assert sweep.kl[3] == pytest.approx(float((own.exp() * (own - third)).sum(-1).mean()), rel=1e-4)

@@ -292,6 +292,7 @@ class AKOrNForSudoku(PreTrainedModel):
         looped = LoopedMap(step, batch_dims=1, state_shape=(81, self.config.hidden_size), drive=step.drive, x0=x0,
                            name=f"akorn-sudoku loop (N={self.config.oscillator_dim})")
         looped.meta.update({"model": "AKOrNForSudoku", "mode": "loop"})
+        looped.meta.update(_readouts(lambda x: self.read(x), input_ids, self.config.loops))
         return looped
 
     def loop_inputs(self, puzzles) -> torch.Tensor:
@@ -370,6 +371,18 @@ def _check_contradictions(input_ids: torch.Tensor) -> None:
         if bad.numel():
             puzzle, index, digit = (int(v) for v in bad[0])
             raise ValueError(f"Puzzle {puzzle} is contradictory: digit {digit + 1} appears twice in {unit} {index + 1}.")
+
+
+# Copied from jacobiscope.models.itrsa.modeling_itrsa._readouts
+def _readouts(logits_of, input_ids: torch.Tensor, loops: int) -> dict:
+    """What a loop-depth sweep reads from a state: the digit logits, whether the completed grid is solved (1.0 or
+    0.0, the mean over the batch), and the trained loop count."""
+
+    def quality(x):
+        digits = logits_of(x).argmax(-1) + 1
+        return float(_is_solution(torch.where(input_ids > 0, input_ids, digits)).to(torch.float64).mean())
+
+    return {"readout": logits_of, "quality": quality, "loops": int(loops)}
 
 
 def _is_solution(grids: torch.Tensor) -> torch.Tensor:

@@ -19,7 +19,8 @@ Three ways a model tells jacobiscope its recurrence, tried in this order:
    ``jacobiscope_recurrences = ("name", ...)`` (the first is the default) and a method
    ``jacobiscope_recurrence(self, name, **model_kwargs) -> dict`` returning ``{"step": callable state -> state,
    "x0": the state entering the first iteration, "loops": the configured iteration count}`` (optionally
-   ``"description"``). Plain torch: the model needs no jacobiscope import.
+   ``"description"``, and for the loop-depth sweep ``"readout"``: state -> logits, ``"quality"``: state -> score).
+   Plain torch: the model needs no jacobiscope import.
 2. ``loop_map(input_ids)`` returning a `LoopedMap` (the reference Sudoku solvers): recurrence ``"loop"``.
 3. **A family spec**: ``adapters/<family>.json`` with a ``"recurrences"`` entry, either data (a shared module
    called once per iteration: ``{"module": "encoder.albert_layer_groups.0", "loops": "num_hidden_layers"}``) or the
@@ -51,6 +52,8 @@ class Recurrence:
     x0: torch.Tensor
     loops: int
     description: str = ""
+    readout: Callable | None = None  # state -> logits, for the loop-depth sweep
+    quality: Callable | None = None  # state -> score (higher is better)
 
 
 # model_type -> {recurrence name: builder(model, model_kwargs) -> Recurrence}; the first name is the default.
@@ -123,6 +126,9 @@ def native_loop(model, inputs, recurrence: str | None = None) -> LoopedMap:
                            f"got {type(found.step).__name__} and {type(found.x0).__name__}")
     looped = LoopedMap(found.step, x0=found.x0.detach(), name=f"{type(model).__name__}:{name}")
     looped.meta.update(mode="loop", recurrence=name, loops=int(found.loops), description=found.description)
+    for key in ("readout", "quality"):
+        if callable(getattr(found, key)):
+            looped.meta[key] = getattr(found, key)
     return looped
 
 
@@ -135,7 +141,8 @@ def _recurrence(model, name: str, kwargs: dict) -> Recurrence:
         if missing:
             raise AdapterError(f"{type(model).__name__}.jacobiscope_recurrence({name!r}) returned no {missing} — it "
                                "must return a dict with step, x0 and loops")
-        return Recurrence(name, given["step"], given["x0"], int(given["loops"]), str(given.get("description", "")))
+        return Recurrence(name, given["step"], given["x0"], int(given["loops"]), str(given.get("description", "")),
+                          given.get("readout"), given.get("quality"))
     if callable(getattr(model, "loop_map", None)) and not _family_builders(_model_type(model)):
         looped = model.loop_map(kwargs["input_ids"])
         loops = int(getattr(getattr(model, "config", None), "loops", 0) or 0)

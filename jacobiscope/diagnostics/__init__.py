@@ -19,6 +19,7 @@ from ._base import (
 )
 from ._fixed_points import FixedPointsMeasurement
 from ._halting import HaltingMeasurement
+from ._loop_depth import LoopDepthMeasurement
 from ._measure import measure
 from ._results import (
     ClusterMeasurement, DiagnosticResult, EigenvaluesMeasurement, EnergyMeasurement, LyapunovMeasurement, RegimeMeasurement, SpectralNormMeasurement
@@ -27,4 +28,4 @@ from ._results import (
 __all__ = ["Diagnostic", "MeasureContext", "get_diagnostic", "list_diagnostics", "register_diagnostic",
            "unregister_diagnostic", "measure", "DiagnosticResult", "SpectralNormMeasurement", "EigenvaluesMeasurement",
            "LyapunovMeasurement", "ClusterMeasurement", "EnergyMeasurement", "RegimeMeasurement",
-           "FixedPointsMeasurement", "HaltingMeasurement"]
+           "FixedPointsMeasurement", "HaltingMeasurement", "LoopDepthMeasurement"]

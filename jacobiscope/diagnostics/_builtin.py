@@ -5,11 +5,12 @@ from ._eigenvalues import Eigenvalues
 from ._energy import Energy
 from ._fixed_points import FixedPoints
 from ._halting import Halting
+from ._loop_depth import LoopDepth
 from ._lyapunov import Lyapunov
 from ._regime import Regime
 from ._spectral_norm import SpectralNorm
 
-BUILTIN = (SpectralNorm(), Eigenvalues(), Lyapunov(), Clusters(), Energy(), FixedPoints(), Halting(), Regime())
+BUILTIN = (SpectralNorm(), Eigenvalues(), Lyapunov(), Clusters(), Energy(), FixedPoints(), Halting(), LoopDepth(), Regime())
 BUILTIN_NAMES = tuple(d.name for d in BUILTIN)
 
 for _diagnostic in BUILTIN:

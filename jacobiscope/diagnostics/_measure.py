@@ -33,7 +33,7 @@ def _one_trajectory(looped, x0):
     batched = LoopedMap(lambda x: looped.step(x[0]).unsqueeze(0), batch_dims=1,
                         drive=(lambda x: drive(x[0]).unsqueeze(0)) if drive is not None else None,
                         x0=x0.unsqueeze(0), name=looped.name)
-    batched.meta = dict(looped.meta)
+    batched.meta = dict(looped.meta, unbatched_original=True)  # readouts take the original map's own layout
     return batched, x0.unsqueeze(0)
 
 

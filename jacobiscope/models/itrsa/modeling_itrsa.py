@@ -282,6 +282,7 @@ class ItrSAForSudoku(PreTrainedModel):
         looped = LoopedMap(step, batch_dims=1, state_shape=(81, self.config.hidden_size), drive=step.drive, x0=x0,
                            name=f"itrsa-sudoku loop ({self.config.attention}, {self.config.norm}, eta={self.config.eta})")
         looped.meta.update({"model": "ItrSAForSudoku", "mode": "loop", "eta": self.config.eta})
+        looped.meta.update(_readouts(lambda x: self.readout(self.head_norm(x)), input_ids, self.config.loops))
         return looped
 
     def loop_inputs(self, puzzles) -> torch.Tensor:
@@ -360,6 +361,17 @@ def _check_contradictions(input_ids: torch.Tensor) -> None:
         if bad.numel():
             puzzle, index, digit = (int(v) for v in bad[0])
             raise ValueError(f"Puzzle {puzzle} is contradictory: digit {digit + 1} appears twice in {unit} {index + 1}.")
+
+
+def _readouts(logits_of, input_ids: torch.Tensor, loops: int) -> dict:
+    """What a loop-depth sweep reads from a state: the digit logits, whether the completed grid is solved (1.0 or
+    0.0, the mean over the batch), and the trained loop count."""
+
+    def quality(x):
+        digits = logits_of(x).argmax(-1) + 1
+        return float(_is_solution(torch.where(input_ids > 0, input_ids, digits)).to(torch.float64).mean())
+
+    return {"readout": logits_of, "quality": quality, "loops": int(loops)}
 
 
 def _is_solution(grids: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,100 @@
+"""The loop-depth sweep: what the model outputs at every loop of one trajectory, against its trained depth."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+
+from ._base import Diagnostic, MeasureContext
+from ._results import DiagnosticResult
+
+
+@dataclass
+class LoopDepthMeasurement(DiagnosticResult):
+    """Output along the loop, ``t = 0..`` the last finite loop.
+
+    Attributes:
+        reference_loop: the depth the outputs are compared with: the map's trained/configured loop count when it
+            says (``meta["loops"]``) and the run reaches it, else the last loop.
+        kl: ``KL(p_ref || p_t)`` per loop, nats, averaged over output positions (``p = softmax(readout(X_t))``).
+        agreement: share of positions whose argmax at loop ``t`` equals the reference's.
+        quality: the map's own score per loop (``meta["quality"]``, higher is better: a Sudoku solver's
+            solved-or-not), or empty.
+        peak_loop, peak: where the quality (else the agreement) is highest, the first such loop.
+        collapse_loop: the first loop after the peak where it falls below half the peak (None: it never does).
+    """
+
+    reference_loop: int
+    kl: list = field(default_factory=list)
+    agreement: list = field(default_factory=list)
+    quality: list = field(default_factory=list)
+    peak_loop: int = 0
+    peak: float = math.nan
+    collapse_loop: int | None = None
+
+
+class LoopDepth(Diagnostic):
+    """The outputs at every loop from one trajectory (no extra loops): KL divergence and argmax agreement with the
+    trained depth, the map's own quality score, the peak and where it collapses. Needs a readout
+    (``looped.meta["readout"]``: state -> logits), which the reference solvers and protocol models provide."""
+
+    name = "loop_depth"
+    result_type = LoopDepthMeasurement
+    default = False
+
+    def cost(self, state_size, loops, options):
+        return {"forward": 0.2 * (loops + 1)}
+
+    def compute(self, context: MeasureContext):
+        meta = context.looped.meta
+        readout, quality = meta.get("readout"), meta.get("quality")
+        if not callable(readout):
+            context.flags.append("loop_depth needs a readout (looped.meta['readout']: state -> logits)")
+            return None
+        states = context.states[: context.last_finite + 1]
+        trained = meta.get("loops")
+        reference = int(trained) if isinstance(trained, int) and 0 < trained <= context.last_finite else (
+            context.last_finite)
+        # The readout takes a state as the map's own step does: with its batch dimension of one, or none.
+        own = (lambda state: state) if meta.get("unbatched_original") else (lambda state: state.unsqueeze(0))
+        with torch.no_grad():
+            logits = [readout(own(state)).detach().to(torch.float64) for state in states]
+            scores = [float(quality(own(state))) for state in states] if callable(quality) else []
+        target = torch.log_softmax(logits[reference], dim=-1)
+        kl, agreement = [], []
+        for value in logits:
+            log_p = torch.log_softmax(value, dim=-1)
+            kl.append(float((target.exp() * (target - log_p)).sum(-1).mean()))
+            agreement.append(float((value.argmax(-1) == logits[reference].argmax(-1)).to(torch.float64).mean()))
+        curve = scores or agreement
+        peak_loop = max(range(len(curve)), key=lambda t: (curve[t], -t))
+        collapse = next((t for t in range(peak_loop + 1, len(curve)) if curve[t] < 0.5 * curve[peak_loop]), None)
+        return LoopDepthMeasurement(reference_loop=reference, kl=kl, agreement=agreement, quality=scores,
+                                    peak_loop=peak_loop, peak=curve[peak_loop], collapse_loop=collapse)
+
+    def columns(self, result) -> dict:
+        return {"peak loop": result.peak_loop,
+                "collapse": "-" if result.collapse_loop is None else result.collapse_loop}
+
+    def figure(self, rows, labels):
+        from ..report._plots import _new_figure
+
+        figure = _new_figure(11.0, 4.0)
+        left, right = figure.subplots(1, 2)
+        for row, label in zip(rows, labels):
+            result = self.from_row(row)
+            if result is None:
+                continue
+            curve = result.quality or result.agreement
+            left.plot(range(len(curve)), curve, label=label)
+            right.plot(range(len(result.kl)), result.kl, label=label)
+            left.axvline(result.reference_loop, color="0.6", ls=":", lw=1)
+        left.set_xlabel("loop t")
+        left.set_ylabel("quality (or agreement with the trained depth)")
+        left.set_title("output quality against the loop count")
+        right.set_xlabel("loop t")
+        right.set_ylabel("KL(p_ref || p_t) (nats)")
+        right.set_title("divergence from the output at the trained depth")
+        right.legend(fontsize="x-small")
+        return figure
