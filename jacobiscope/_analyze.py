@@ -229,31 +229,43 @@ def analyze(
         notes.append("the model was restored to its original state afterwards")
     rows.sort(key=lambda row: (row.input_index, row.layer))
     if native:
-        blocks, spec_name = [model], "native loop_map"
+        adapter = "native loop_map"
     elif recurrent:
-        blocks, spec_name = [model], f"native recurrence {recurrence or recurrences[0]!r}"
+        adapter = f"native recurrence {recurrence or recurrences[0]!r}"
+    else:
+        adapter = None
+    provenance = _provenance(model, rows, adapter, mode, eta, native, loops, k, diagnostics, dtype, device, seed,
+                             len(examples), time.perf_counter() - started)
+    return Report(rows=rows, provenance=provenance, notes=notes)
+
+
+def _provenance(model, rows, adapter, mode, eta, native, loops, k, diagnostics, dtype, device, seed, inputs,
+                seconds) -> dict:
+    """How to reproduce the numbers: the model, the adapter (or the model's own loop), the settings, versions."""
+    if adapter is not None:
+        blocks = [model]
     else:
         _, blocks, spec = find_blocks(model)
-        spec_name = spec.name if spec is not None else "generic"
-    provenance = {
+        adapter = spec.name if spec is not None else "generic"
+    model_eta = getattr(getattr(model, "config", None), "eta", None) if native else None
+    return {
         "model": public_name(getattr(model, "name_or_path", "") or type(model).__name__),
         "model_class": type(model).__name__,
-        "adapter": spec_name,
+        "adapter": adapter,
         "layers": sorted({row.layer for row in rows}),
         "blocks": len(blocks),
         "mode": mode,
-        "eta": (1.0 if eta is None else eta) if mode == "attention" else getattr(getattr(model, "config", None), "eta", None) if native else None,
+        "eta": (1.0 if eta is None else eta) if mode == "attention" else model_eta,
         "loops": loops,
         "k": k,
         "diagnostics": list(diagnostics),
         "dtype": rows[0].dtype if rows else str(dtype),
         "device": str(device or next(model.parameters()).device),
         "seed": seed,
-        "inputs": len(examples),
-        "seconds": time.perf_counter() - started,
+        "inputs": inputs,
+        "seconds": seconds,
         "versions": _versions(),
     }
-    return Report(rows=rows, provenance=provenance, notes=notes)
 
 
 def _measure(looped, input_index, label, mode, loops, diagnostics, k, eigen_k, eigen_restarts, spectral_samples,
@@ -336,8 +348,9 @@ def _seconds(cost, prices: dict) -> float:
     return float(cost) * prices["forward"]
 
 
-def describe(model, inputs, tokenizer=None, layers=None, mode: str = "block", loops: int = 32, diagnostics=None,
-             k: int = 4, *, eigen_k: int = 4, spectral_samples: int = 3, max_length: int | None = 512) -> list[LayerPlan]:
+def describe(model, inputs, tokenizer=None, layers=None, mode: str | None = None, loops: int = 32, diagnostics=None,
+             k: int = 4, *, eigen_k: int = 4, spectral_samples: int = 3, max_length: int | None = 512,
+             recurrence: str | None = None) -> list[LayerPlan]:
     """Dry run of `analyze`: what would be measured, the state sizes, and an estimated cost.
 
     Example::
@@ -370,10 +383,14 @@ def describe(model, inputs, tokenizer=None, layers=None, mode: str = "block", lo
             examples = _native_examples(model, inputs)
         else:
             examples = prepare_inputs(model, inputs, tokenizer, max_length=max_length).examples()
-            layer_list = _resolve_layers(model, layers)
+            layer_list = [0] if recurrent else _resolve_layers(model, layers)
         for index, example in enumerate(examples):
-            maps = [_native_map(model, example, None)] if native else build_maps(prepared, example, layer_list, mode,
-                                                                                  None, None)
+            if native:
+                maps = [_native_map(model, example, None)]
+            elif recurrent:
+                maps = [_recurrence_map(prepared.model, example, recurrence, None)]
+            else:
+                maps = build_maps(prepared, example, layer_list, mode, None, None)
             for looped in maps:
                 x0 = looped.x0
                 prices = _operation_seconds(looped, x0, k)

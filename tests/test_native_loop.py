@@ -156,3 +156,9 @@ def test_a_recurrent_depth_model_through_the_public_protocol():
         own = torch.log_softmax(model(input_ids).double(), -1)
         third = torch.log_softmax(model.coda(states[3].float()).double(), -1)
     assert sweep.kl[3] == pytest.approx(float((own.exp() * (own - third)).sum(-1).mean()), rel=1e-4)
+
+
+def test_describe_prices_the_native_loop():
+    model = _albert()
+    (plan,) = jacobiscope.describe(model, torch.tensor([[3, 5, 7, 9]]), loops=8)
+    assert plan.layer == 0 and plan.state_size == 4 * 12 and plan.estimated_seconds > 0
