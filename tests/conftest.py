@@ -48,3 +48,31 @@ def launch_two_processes(script, timeout=300):
         if result.returncode == 0:
             break
     return result
+
+
+def check_loop_depth_readout(model, inputs, recurrence=None):
+    """The family readout of a model with an output head: at the configured depth it is the model's own output
+    (its logits on ``inputs``), and ``analyze`` sweeps it over twice that depth with the reference there.
+
+    Returns the sweep (a `LoopDepthMeasurement`) for family-specific checks.
+    """
+    import math
+
+    import jacobiscope
+
+    looped = jacobiscope.native_loop(model, inputs, recurrence)
+    loops = looped.meta["loops"]
+    with torch.no_grad():
+        own = model(**inputs).logits
+        read = looped.meta["readout"](looped.trajectory(looped.x0, loops)[-1])
+    assert read.shape == own.shape and float((read - own).abs().max()) <= 1e-4
+    report = jacobiscope.analyze(model, inputs, loops=2 * loops, recurrence=recurrence, diagnostics=["loop_depth"],
+                                 progress=False)
+    (row,) = report.rows
+    sweep = row.diagnostic("loop_depth")
+    assert sweep is not None, row.flags
+    assert sweep.reference_loop == loops and len(sweep.kl) == 2 * loops + 1
+    assert sweep.kl[loops] == pytest.approx(0.0, abs=1e-6) and sweep.agreement[loops] == 1.0
+    assert all(math.isfinite(kl) and kl >= -1e-9 for kl in sweep.kl)
+    assert max(sweep.kl) > 1e-6  # the output moves along the loop: the sweep measures something
+    return sweep

@@ -7,6 +7,7 @@ import transformers
 
 import jacobiscope
 from jacobiscope.adapters import AdapterError
+from conftest import check_loop_depth_readout
 
 LOOPS = 3
 INPUT, RECURRENT, OUTPUT = 1, 2, 2
@@ -77,3 +78,14 @@ def test_dory_recurrence_is_listed_and_a_wrong_name_is_refused():
     with pytest.raises(AdapterError, match="no recurrence 'H' — it offers loop"):
         jacobiscope.native_loop(model, torch.tensor([[1, 2, 3]]), recurrence="H")
     assert jacobiscope.adapters.get_adapter_spec("dory").recurrences["loop"]["builder"] == "dory"
+
+
+def test_dory_readout_is_the_output_section_and_head_and_feeds_the_loop_depth_sweep():
+    model = _dory()
+    inputs = {"input_ids": torch.tensor([[3, 5, 7, 9, 11, 2]])}
+    check_loop_depth_readout(model, inputs)
+    # The readout runs the model's own (float32) modules: a float64 analysis casts the state for it.
+    report = jacobiscope.analyze(model, inputs, loops=2 * LOOPS, dtype=torch.float64, diagnostics=["loop_depth"],
+                                 progress=False)
+    assert report.rows[0].diagnostic("loop_depth").kl[LOOPS] == pytest.approx(0.0, abs=1e-6)
+    assert "readout" not in jacobiscope.native_loop(model.model, inputs).meta  # DoryModel: no head, no readout

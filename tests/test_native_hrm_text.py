@@ -7,6 +7,7 @@ import transformers
 
 import jacobiscope
 from jacobiscope.adapters import AdapterError
+from conftest import check_loop_depth_readout
 
 H_CYCLES, L_CYCLES = 3, 4
 
@@ -89,3 +90,12 @@ def test_recurrences_are_listed_and_a_wrong_name_names_the_offered_ones():
     assert jacobiscope.native_loop(model, torch.tensor([[1, 2, 3]])).meta["recurrence"] == "L"  # the default
     with pytest.raises(AdapterError, match="no recurrence 'z_H' — it offers L, H, cycle"):
         jacobiscope.native_loop(model, torch.tensor([[1, 2, 3]]), recurrence="z_H")
+
+
+@pytest.mark.parametrize("name", ["L", "H", "cycle"])
+def test_the_readout_is_the_rest_of_the_forward_and_feeds_the_loop_depth_sweep(name):
+    """Each recurrence reads out through what the model still does after it (the remaining H-cycles, lm_head(z_H)):
+    at the configured count that is the model's own logits."""
+    check_loop_depth_readout(_hrm(transformers.HrmTextForCausalLM), KWARGS, name)
+    # A bare HrmTextModel has no head, so no readout (its final state is not logits).
+    assert "readout" not in jacobiscope.native_loop(_hrm(), KWARGS, recurrence=name).meta

@@ -6,7 +6,7 @@ import transformers
 import jacobiscope
 from jacobiscope.adapters import AdapterError
 from jacobiscope.adapters.spec import shipped_recurrence_specs
-from conftest import autograd_jacobian
+from conftest import autograd_jacobian, check_loop_depth_readout
 
 PASSES = 4
 LOOP = (1, 4)  # layers 1, 2 and 3 are looped: one full-attention layer between two sliding ones
@@ -143,3 +143,25 @@ def test_block_mode_finds_the_blocks_of_a_family_recording_several_block_classes
     assert blocks.rows[0].mode == "block" and len(blocks.rows) == 1
     loop = jacobiscope.analyze(model, inputs, loops=3, progress=False, diagnostics=["lyapunov"])
     assert loop.rows[0].mode == "loop" and "'pass'" in loop.provenance["adapter"]
+
+
+def test_the_readout_continues_after_the_last_pass_and_feeds_the_loop_depth_sweep(model):
+    """The readout rebuilds the block states the last pass leaves (restart blocks, the restart hidden state, the
+    state's own blocks) and runs layer 4, final_input, the norm, lm_head and the softcap: the model's own logits."""
+    check_loop_depth_readout(model, INPUTS["one sequence"])
+    assert "readout" not in jacobiscope.native_loop(model.model, INPUTS["one sequence"]).meta  # the text model
+
+
+def test_the_multimodal_model_reads_out_through_its_own_head():
+    text = tiny_config().to_dict()
+    vision = dict(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, projection_hidden_dim=16,
+                  text_hidden_size=16, posemb_grid_size=2)
+    torch.manual_seed(0)
+    config = transformers.Inkling2LoopConfig(text_config=text, vision_config=vision, image_token_id=63)
+    multimodal = randomized(transformers.Inkling2LoopForConditionalGeneration(config))
+    inputs = INPUTS["one sequence"]
+    looped = jacobiscope.native_loop(multimodal, inputs)
+    with torch.no_grad():
+        own = multimodal(**inputs).logits
+        read = looped.meta["readout"](looped.trajectory(looped.x0, PASSES - 1)[-1])
+    assert float((read - own).abs().max()) <= 1e-4

@@ -8,6 +8,7 @@ from torch import nn
 
 import jacobiscope
 from jacobiscope.adapters import AdapterError
+from conftest import check_loop_depth_readout
 
 
 def _albert(groups=1, layers=5):
@@ -162,3 +163,23 @@ def test_describe_prices_the_native_loop():
     model = _albert()
     (plan,) = jacobiscope.describe(model, torch.tensor([[3, 5, 7, 9]]), loops=8)
     assert plan.layer == 0 and plan.state_size == 4 * 12 and plan.estimated_seconds > 0
+
+
+def test_albert_masked_lm_reads_out_through_its_mlm_head():
+    """AlbertForMaskedLM keeps the shared group under ``albert.``: the spec's path resolves there too, and its MLM
+    head (``predictions``) is the readout; a bare AlbertModel has none."""
+    torch.manual_seed(0)
+    config = transformers.AlbertConfig(vocab_size=40, embedding_size=8, hidden_size=12, num_hidden_layers=5,
+                                       num_attention_heads=2, intermediate_size=24)
+    model = transformers.AlbertForMaskedLM(config).eval()
+    kwargs = {"input_ids": torch.tensor([[3, 5, 7, 9, 11, 2]]), "attention_mask": torch.tensor([[1, 1, 1, 1, 1, 0]])}
+    looped = jacobiscope.native_loop(model, kwargs)
+    own = _own_iterates(model, model.albert.encoder.albert_layer_groups[0], kwargs)
+    states = looped.trajectory(looped.x0, 5)
+    assert all(torch.allclose(states[t], state, atol=1e-5) for t, state in enumerate(own, start=1))
+    check_loop_depth_readout(model, kwargs)
+    assert "readout" not in jacobiscope.native_loop(_albert(), kwargs).meta
+    with pytest.raises(AdapterError, match="num_hidden_groups = 1"):  # the spec's requirement still holds
+        jacobiscope.native_loop(transformers.AlbertForMaskedLM(transformers.AlbertConfig(
+            vocab_size=40, embedding_size=8, hidden_size=12, num_hidden_layers=4, num_attention_heads=2,
+            intermediate_size=24, num_hidden_groups=2)), kwargs)

@@ -15,6 +15,9 @@ Example::
 sphere), then ``n_recurrent_loops`` times applies ``h <- norm(h) + e`` and every recurrent layer in order, then
 the output layers. The state is the recurrent stack's output (what the next iteration consumes); the state
 entering the first iteration is the input section's output ``h_in`` itself.
+
+With an ``lm_head`` (``DoryForCausalLM``) the readout is the rest of the forward: the output layers (replayed with
+the masks and rotary tables the model gave them), the final norm and ``lm_head`` (with its per-token logit scale).
 """
 from __future__ import annotations
 
@@ -23,11 +26,11 @@ import contextlib
 import torch
 from torch import nn
 
-from .capture import ReplayedModule, _like, capture_calls, hidden_state_of
+from .capture import ReplayedModule, _like, capture_calls, hidden_state_of, in_dtype_of
 from .native import Recurrence, register_recurrence
 from .spec import AdapterError
 
-__all__ = ["DoryLoopStep", "dory_loop"]
+__all__ = ["DoryLoopStep", "DoryReadout", "dory_loop"]
 
 
 class DoryLoopStep(nn.Module):
@@ -57,6 +60,28 @@ class DoryLoopStep(nn.Module):
         for layer in self.layers:
             h = layer(h)
         return h
+
+
+class DoryReadout(nn.Module):
+    """``h -> lm_head(norm(output layers(h)))``: what ``DoryForCausalLM`` does to the recurrent stack's output.
+
+    Example::
+
+        >>> import torch
+        >>> readout = DoryReadout([], torch.nn.Identity(), torch.nn.Linear(2, 3))
+        >>> readout(torch.zeros(1, 2)).shape
+        torch.Size([1, 3])
+    """
+
+    def __init__(self, layers: list[ReplayedModule], norm: nn.Module, head: nn.Module):
+        super().__init__()
+        self.layers, self.norm, self.head = nn.ModuleList(layers), norm, head
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        h = in_dtype_of(self.head, h)
+        for layer in self.layers:
+            h = layer(h)
+        return self.head(self.norm(h))
 
 
 @contextlib.contextmanager
@@ -106,16 +131,25 @@ def dory_loop(model: nn.Module, model_kwargs: dict) -> Recurrence:
     model passes every loop the same ones when it runs without a cache).
     """
     base, layers = _recurrent_section(model)
+    head = getattr(model, "lm_head", None)
+    # The output layers are captured only for a readout (a model with a head): the same one forward, run further.
+    output_layers = list(base.layers[base.config.num_hidden_layers - base.config.n_output_layers:]) if (
+        isinstance(head, nn.Module) and base.config.n_output_layers > 0) else []
     with _first_output(base.norm) as injection:
-        (norm_args, norm_kwargs), *layer_calls = capture_calls(model, model_kwargs, [base.norm, *layers])
+        (norm_args, norm_kwargs), *calls = capture_calls(model, model_kwargs, [base.norm, *layers, *output_layers])
+    layer_calls, output_calls = calls[:len(layers)], calls[len(layers):]
     if not injection:  # pragma: no cover - capture_calls stops only after the recurrent layers ran, so norm ran
         raise AdapterError(f"{type(model).__name__} never normalized its input section's output")
     replays = [ReplayedModule(layer, args, kwargs).eval() for layer, (args, kwargs) in zip(layers, layer_calls)]
     loops = int(base.config.n_recurrent_loops)
+    readout = None
+    if isinstance(head, nn.Module):
+        outputs = [ReplayedModule(layer, args, kwargs) for layer, (args, kwargs) in zip(output_layers, output_calls)]
+        readout = DoryReadout(outputs, base.norm, head).eval()
     return Recurrence(
         "loop", DoryLoopStep(base.norm, replays, injection[0]).eval(),
         hidden_state_of(norm_args, norm_kwargs).detach(), loops,
-        f"h <- R(norm(h) + e) over the {len(layers)} shared recurrent layers, {loops} times")
+        f"h <- R(norm(h) + e) over the {len(layers)} shared recurrent layers, {loops} times", readout=readout)
 
 
 register_recurrence("dory", "loop", dory_loop)

@@ -26,6 +26,18 @@ which ``z_H`` does not determine). The three recurrences, each exact against the
   L output of the first H-cycle); x0 ``z_H0``; loops 1 (the model moves ``z_L`` on after one H update).
 - ``"cycle"``: state ``[z_L, z_H]`` concatenated along the feature dimension (``[..., 2 * hidden_size]``); step one
   full H-cycle; x0 ``[z_L_init, z_H0]``; loops ``H_cycles``. The model's true outer recurrence.
+
+``HrmTextForCausalLM`` reads logits as ``lm_head(z_H)`` after the last H-cycle (the H stack ends in its own norm;
+there is no other). Each recurrence's readout is the rest of the model's forward from its state, then that head,
+so at the configured count it is the model's own output (`HrmReadout`):
+
+- ``"cycle"``: ``lm_head(z_H)`` of the pair; nothing else follows the last H-cycle.
+- ``"H"``: ``z_L`` held at ``z_L1`` as in the step, then the ``H_cycles - 1`` remaining H-cycles, then the head.
+- ``"L"``: the first H-cycle's closing ``z_H <- H(z_H0 + z_L)``, the remaining H-cycles (``z_L`` carries over),
+  then the head: the sweep asks how the final output changes when the first H-cycle's L loop stops at ``t``. The
+  head is never applied to ``z_L`` itself, which the model never reads out.
+
+A bare ``HrmTextModel`` (no ``lm_head``) gets no readout.
 """
 from __future__ import annotations
 
@@ -34,11 +46,11 @@ import contextlib
 import torch
 from torch import nn
 
-from .capture import ReplayedModule, _like, capture_calls, hidden_state_of
+from .capture import ReplayedModule, _like, capture_calls, hidden_state_of, in_dtype_of
 from .native import Recurrence, register_recurrence
 from .spec import AdapterError
 
-__all__ = ["HeldPartnerStep", "HrmCycleStep", "hrm_low", "hrm_high", "hrm_cycle"]
+__all__ = ["HeldPartnerStep", "HrmCycleStep", "HrmReadout", "hrm_low", "hrm_high", "hrm_cycle"]
 
 
 class HeldPartnerStep(nn.Module):
@@ -87,6 +99,49 @@ class HrmCycleStep(nn.Module):
             z_low = self.low(z_low + z_high)
         z_high = self.high(z_high + z_low)
         return torch.cat([z_low, z_high], dim=-1)
+
+
+class HrmReadout(nn.Module):
+    """``state -> lm_head(z_H)`` after the rest of the model's forward from a state of recurrence ``name``: the pair
+    ``[z_L, z_H]`` that state leaves (see the module doc), then ``remaining`` full H-cycles.
+
+    Example::
+
+        >>> import torch
+        >>> from jacobiscope.adapters.capture import ReplayedModule
+        >>> half = ReplayedModule(torch.nn.Identity(), (torch.zeros(1),), {})
+        >>> readout = HrmReadout("L", HrmCycleStep(half, half, 1), 0, torch.nn.Identity(), torch.tensor([10.0]))
+        >>> readout(torch.tensor([1.0]))   # z_H <- H(z_H0 + z_L) = 11, read out
+        tensor([11.])
+    """
+
+    def __init__(self, name: str, cycle: HrmCycleStep, remaining: int, head: nn.Module,
+                 held: torch.Tensor | None = None):
+        super().__init__()
+        self.name, self.cycle, self.remaining, self.head = name, cycle, int(remaining), head
+        self._held = None if held is None else held.detach()  # z_H0 ("L") or z_L1 ("H"): data, as the partner
+
+    def forward(self, state: torch.Tensor) -> torch.Tensor:
+        x = in_dtype_of(self.head, state)
+        if self.name == "L":  # close the H-cycle the L loop ran in, as the model does
+            pair = torch.cat([x, self.cycle.high(_like(self._held, x) + x)], dim=-1)
+        elif self.name == "H":
+            pair = torch.cat([_like(self._held, x), x], dim=-1)
+        else:
+            pair = x
+        for _ in range(self.remaining):
+            pair = self.cycle(pair)
+        return self.head(pair.chunk(2, dim=-1)[1])
+
+
+def _readout(model: nn.Module, c: dict, name: str) -> HrmReadout | None:
+    """The recurrence's readout when the model has an ``lm_head`` (``HrmTextForCausalLM``), else None."""
+    head = getattr(model, "lm_head", None)
+    if not isinstance(head, nn.Module):
+        return None
+    held = {"L": c["z_high"], "H": c["z_low_at_high"]}.get(name)
+    remaining = 0 if name == "cycle" else c["high_cycles"] - 1
+    return HrmReadout(name, HrmCycleStep(c["low"], c["high"], c["low_cycles"]), remaining, head, held).eval()
 
 
 @contextlib.contextmanager
@@ -139,7 +194,7 @@ def hrm_low(model: nn.Module, model_kwargs: dict) -> Recurrence:
     c = _captured(model, model_kwargs)
     return Recurrence("L", HeldPartnerStep(c["low"], c["z_high"]).eval(), c["z_low"], c["low_cycles"],
                       f"z_L <- L(z_L + z_H) with z_H held at the scaled embeddings (the first H-cycle), "
-                      f"{c['low_cycles']} times")
+                      f"{c['low_cycles']} times", readout=_readout(model, c, "L"))
 
 
 def hrm_high(model: nn.Module, model_kwargs: dict) -> Recurrence:
@@ -147,7 +202,8 @@ def hrm_high(model: nn.Module, model_kwargs: dict) -> Recurrence:
     c = _captured(model, model_kwargs)
     return Recurrence("H", HeldPartnerStep(c["high"], c["z_low_at_high"]).eval(), c["z_high"], 1,
                       "z_H <- H(z_H + z_L) with z_L held at the first H-cycle's last L output (the model applies it "
-                      "once before z_L moves on; use 'cycle' for the H-cycle recurrence)")
+                      "once before z_L moves on; use 'cycle' for the H-cycle recurrence)",
+                      readout=_readout(model, c, "H"))
 
 
 def hrm_cycle(model: nn.Module, model_kwargs: dict) -> Recurrence:
@@ -156,7 +212,8 @@ def hrm_cycle(model: nn.Module, model_kwargs: dict) -> Recurrence:
     return Recurrence("cycle", HrmCycleStep(c["low"], c["high"], c["low_cycles"]).eval(),
                       torch.cat([c["z_low"], c["z_high"]], dim=-1), c["high_cycles"],
                       f"[z_L, z_H] -> one H-cycle ({c['low_cycles']} x z_L <- L(z_L + z_H), then z_H <- H(z_H + z_L)), "
-                      f"{c['high_cycles']} times; the state concatenates z_L and z_H along the features")
+                      f"{c['high_cycles']} times; the state concatenates z_L and z_H along the features",
+                      readout=_readout(model, c, "cycle"))
 
 
 register_recurrence("hrm_text", "L", hrm_low)

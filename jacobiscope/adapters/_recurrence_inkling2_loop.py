@@ -29,6 +29,13 @@ and the convolution mask captured from the model's own run and caches off. The f
 of this step: it takes no messages and skips the four gates (``(1 - f) * h + g * m`` with ``m = 0`` still scales
 ``h`` by ``1 - f``), so it is the map's source: ``x0`` is the state the first pass hands to the second, and
 ``loops = loop_num_passes - 1`` steps reach the state the last pass hands to the layers after the range.
+
+With an ``lm_head`` (``Inkling2LoopForCausalLM``, ``...ForConditionalGeneration``) the readout is what the model does
+after its last pass: it continues from the hidden state ``X[..., -1, :]`` and the block states ``restart blocks +
+the restart hidden state + X[..., :-1, :]`` (the last pass appended the restart hidden state at the range's first
+boundary, the one block the state drops), runs the layers after the range, ``final_input``, the norm, ``lm_head``
+and the logit softcap. When the range's first layer is not a block boundary that dropped block depends on the pass
+and is not in the state: no readout then.
 """
 from __future__ import annotations
 
@@ -38,11 +45,11 @@ from contextlib import contextmanager
 import torch
 from torch import nn
 
-from .capture import _like, capture_calls
+from .capture import _like, capture_calls, in_dtype_of
 from .native import Recurrence, register_recurrence
 from .spec import AdapterError
 
-__all__ = ["InklingMessagePass", "inkling2_loop_recurrence"]
+__all__ = ["InklingMessagePass", "InklingReadout", "inkling2_loop_recurrence"]
 
 MODEL_TYPES = ("inkling2_loop_text", "inkling2_loop")
 
@@ -101,6 +108,50 @@ class InklingMessagePass(nn.Module):
         return torch.stack(appended[1:] + [hidden], dim=-2)
 
 
+class InklingReadout(nn.Module):
+    """``X -> logits``: the layers after the looped range from the state the last pass hands on, then the model's
+    ``final_input``, norm, ``lm_head`` and softcap, each layer given the arguments the model gave it."""
+
+    def __init__(self, text_model: nn.Module, restart: tuple, calls: list[tuple[tuple, dict]], head: nn.Module,
+                 softcap: nn.Module):
+        super().__init__()
+        config = text_model.config
+        self.layers = nn.ModuleList(text_model.layers[config.loop_layer_index_end:])
+        self.final_input, self.norm, self.head, self.softcap = text_model.final_input, text_model.norm, head, softcap
+        self._restart = restart  # (hidden, block states) entering the range: data of this input, as in the step
+        self._kwargs = [dict(kwargs) for _, kwargs in calls]
+        looped = text_model.layers[config.loop_layer_index_start:config.loop_layer_index_end]
+        # Whether the last pass appended a block the state drops (the restart hidden state; see the module doc).
+        self._dropped_block = any(layer.is_block_boundary for layer in looped)
+
+    def forward(self, state: torch.Tensor) -> torch.Tensor:
+        x = in_dtype_of(self.head, state)
+        restart_hidden, blocks = _like(self._restart, x)
+        if self._dropped_block:
+            blocks = torch.cat([blocks, restart_hidden.unsqueeze(-2), x[..., :-1, :]], dim=-2)
+        hidden = x[..., -1, :]
+        for layer, kwargs in zip(self.layers, self._kwargs):  # the model's own post-loop statements
+            new_hidden = layer(hidden, blocks, **_like(kwargs, x))
+            if layer.is_block_boundary:
+                blocks = torch.cat([blocks, hidden.unsqueeze(-2)], dim=-2)
+            hidden = new_hidden
+        hidden = self.norm(self.final_input(blocks, hidden)[0]).to(x.dtype)
+        return self.softcap(self.head(hidden).float())
+
+
+def _readout(model: nn.Module, text_model: nn.Module, step: InklingMessagePass, calls) -> InklingReadout | None:
+    """The readout when the model has an ``lm_head`` and its state determines what follows the range, else None."""
+    head = getattr(model, "lm_head", None)
+    config = text_model.config
+    looped = text_model.layers[config.loop_layer_index_start:config.loop_layer_index_end]
+    if not isinstance(head, nn.Module) or (any(layer.is_block_boundary for layer in looped)
+                                           and not looped[0].is_block_boundary):
+        return None
+    softcap = getattr(model, "logit_softcap", None)
+    return InklingReadout(text_model, step._restart, calls, head,
+                          softcap if isinstance(softcap, nn.Module) else nn.Identity()).eval()
+
+
 @contextmanager
 def _eager_experts(module: nn.Module):
     """Run the experts with their own per-expert loop ("eager") while inside the step.
@@ -130,7 +181,10 @@ def inkling2_loop_recurrence(model: nn.Module, model_kwargs: dict) -> Recurrence
     text_model = _text_model(model)
     config = text_model.config
     looped_layers = list(text_model.layers[config.loop_layer_index_start:config.loop_layer_index_end])
-    step = InklingMessagePass(text_model, capture_calls(model, model_kwargs, looped_layers))
+    # The layers after the range are captured too when there is a head to read out through (the same forward).
+    after = list(text_model.layers[config.loop_layer_index_end:]) if hasattr(model, "lm_head") else []
+    calls = capture_calls(model, model_kwargs, looped_layers + after)
+    step = InklingMessagePass(text_model, calls[:len(looped_layers)])
     step.eval()  # deterministic, as the ALBERT replay: attention dropout off
     with torch.no_grad():
         x0 = step.first_pass()
@@ -138,7 +192,8 @@ def inkling2_loop_recurrence(model: nn.Module, model_kwargs: dict) -> Recurrence
     description = (f"one message-receiving pass through layers {config.loop_layer_index_start}-"
                    f"{config.loop_layer_index_end - 1} (passes 2..{passes}); state: the previous pass's block states "
                    "and output, stacked [batch, tokens, blocks, hidden]; x0: what the first pass hands on")
-    return Recurrence("pass", step, x0, passes - 1, description)
+    return Recurrence("pass", step, x0, passes - 1, description,
+                      readout=_readout(model, text_model, step, calls[len(looped_layers):]))
 
 
 for _model_type in MODEL_TYPES:

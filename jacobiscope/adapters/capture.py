@@ -13,7 +13,7 @@ from torch import nn
 
 from .spec import AdapterError
 
-__all__ = ["capture_calls", "ReplayedModule", "strip_caches"]
+__all__ = ["capture_calls", "ReplayedModule", "strip_caches", "in_dtype_of"]
 
 _CACHE_KEYWORDS = ("past_key_values", "past_key_value", "cache", "layer_past")
 
@@ -112,6 +112,16 @@ def _like(obj, x: torch.Tensor):
     if isinstance(obj, dict):
         return {k: _like(v, x) for k, v in obj.items()}
     return obj
+
+
+def in_dtype_of(module: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """``x`` in the dtype of ``module``'s first parameter (unchanged when it has none).
+
+    A readout runs the model's own modules, which ``LoopedMap.to(float64)`` does not copy or cast (only the step
+    is), so a readout casts the state to the model's dtype rather than fail on a float64 state.
+    """
+    weight = next(module.parameters(), None)
+    return x if weight is None or x.dtype == weight.dtype else x.to(weight.dtype)
 
 
 class ReplayedModule(nn.Module):

@@ -26,6 +26,10 @@ Three ways a model tells jacobiscope its recurrence, tried in this order:
    called once per iteration: ``{"module": "encoder.albert_layer_groups.0", "loops": "num_hidden_layers"}``) or the
    name of a builder registered with `register_recurrence` (code, for families whose iteration adds injections or
    norms around the shared stack).
+
+The shipped builders give a ``readout`` (state -> logits: what the model does to the state when its loop stops
+there) when the model has an output head (``...ForCausalLM``, ``AlbertForMaskedLM``), so ``analyze(model, inputs,
+diagnostics=["loop_depth"])`` sweeps the output along the loop; a bare base model gets none.
 """
 from __future__ import annotations
 
@@ -154,14 +158,22 @@ def shared_module_recurrence(model: nn.Module, kwargs: dict, module_path: str, l
                              description: str = "") -> Recurrence:
     """The recurrence of a model that calls one shared module once per iteration: the module replayed with the
     arguments the model gave it on its first call (masks, position ids), from the hidden state entering it."""
-    try:
-        module = model.get_submodule(module_path)
-    except AttributeError:
-        raise AdapterError(f"{type(model).__name__} has no submodule {module_path!r} (the recurrence spec points "
-                           "at a module this model does not have)") from None
+    module = _submodule(model, module_path)
     ((args, captured),) = capture_calls(model, kwargs, [module])
     return Recurrence(name, ReplayedModule(module, args, captured).eval(), hidden_state_of(args, captured).detach(),
                       int(loops), description or f"{module_path} applied {loops} times")
+
+
+def _submodule(model: nn.Module, path: str) -> nn.Module:
+    """``path`` in the model, else in its base model: a spec names the path in the bare model (``AlbertModel``),
+    and a model with a head keeps that under its base model prefix (``AlbertForMaskedLM.albert``)."""
+    for root in (model, getattr(model, "base_model", model)):
+        try:
+            return root.get_submodule(path)
+        except AttributeError:
+            continue
+    raise AdapterError(f"{type(model).__name__} has no submodule {path!r} (the recurrence spec points at a module "
+                       "this model does not have)")
 
 
 def _data_builder(name: str, entry: dict) -> Callable:
