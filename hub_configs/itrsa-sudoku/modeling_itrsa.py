@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import importlib
 import math
+import numbers
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import torch
@@ -205,8 +207,10 @@ class ItrSAForSudoku(PreTrainedModel):
                 return_states: bool = False, supervise_every: int | None = None, **kwargs) -> ItrSASudokuOutput:
         """``supervise_every=k`` (with labels): the loss is the mean cross-entropy of the readouts after loops
         ``k, 2k, ...`` and after the last loop, so the state must be right early and stay right."""
-        loops = self.config.loops if loops is None else int(loops)
+        loops = self.config.loops if loops is None else _count("loops", loops, _MAX_LOOPS, "loops=16")
         injection = self.injection(input_ids)
+        if labels is not None:
+            _check_labels(labels, input_ids)
         x = self.initial_state(injection)
         energies, states = [], [x] if return_states else None
         losses = []
@@ -235,9 +239,13 @@ class ItrSAForSudoku(PreTrainedModel):
         """Complete puzzles: 81-character strings (``0``/``.`` blanks) or an ``[N, 81]`` int tensor -> ``[N, 81]``.
 
         Givens are kept as given. ItrSA is deterministic, so ``votes`` must be 1 (AKOrN votes over noise draws).
+        ``loops`` and ``batch_size`` are positive ints; bad puzzles or arguments raise ValueError / TypeError.
         """
-        if votes != 1:
-            raise ValueError("ItrSA is deterministic: energy voting needs random initial states (use AKOrN), so votes must be 1.")
+        if isinstance(votes, bool) or not isinstance(votes, numbers.Integral) or votes != 1:
+            raise ValueError(f"ItrSA is deterministic: energy voting needs random initial states (use AKOrN), so votes "
+                             f"must be 1, got {votes!r}. Drop the votes argument.")
+        loops = _count("loops", loops, _MAX_LOOPS, "loops=16")
+        batch_size = _count("batch_size", batch_size, None, "batch_size=500")
         input_ids = _as_puzzle_tensor(puzzles).to(self.device)
         out = []
         for start in range(0, input_ids.shape[0], batch_size):
@@ -254,6 +262,7 @@ class ItrSAForSudoku(PreTrainedModel):
         than their sum: the state is read out whenever the run passes a requested ``T``.
         """
         counts = _loop_counts(loops)
+        batch_size = _count("batch_size", batch_size, None, "batch_size=500")
         input_ids = _as_puzzle_tensor(puzzles).to(self.device)
         out = {count: [] for count in counts}
         for start in range(0, input_ids.shape[0], batch_size):
@@ -318,31 +327,90 @@ class _ItrSALoop(nn.Module):
 
 
 def _check_puzzles(input_ids: torch.Tensor) -> None:
-    if not isinstance(input_ids, torch.Tensor) or input_ids.dim() != 2 or input_ids.shape[-1] != 81:
-        shape = tuple(input_ids.shape) if isinstance(input_ids, torch.Tensor) else type(input_ids).__name__
-        raise ValueError(f"input_ids must be an [N, 81] integer tensor (0 = blank, 1-9 = given), got {shape}.")
-    if input_ids.dtype.is_floating_point:
-        raise ValueError(f"input_ids must be integers (0-9), got {input_ids.dtype}.")
+    """Refuse anything but an ``[N, 81]`` integer tensor of digits 0-9, with a message that names the fix."""
+    if not isinstance(input_ids, torch.Tensor):
+        raise TypeError(f"input_ids must be an [N, 81] integer tensor (0 = blank, 1-9 = given), got "
+                        f"{type(input_ids).__name__}. Convert puzzle strings with model.loop_inputs(puzzles).")
+    if input_ids.dim() != 2 or input_ids.shape[-1] != 81:
+        raise ValueError(f"input_ids must be an [N, 81] integer tensor (0 = blank, 1-9 = given), got "
+                         f"{tuple(input_ids.shape)}. Reshape it: input_ids.reshape(-1, 81) (one puzzle of 81 "
+                         "cells, or [N, 9, 9] boards, become rows of 81).")
+    if input_ids.dtype.is_floating_point or input_ids.dtype.is_complex or input_ids.dtype == torch.bool:
+        raise ValueError(f"input_ids must be integers (0-9), got {input_ids.dtype}. Pass digit ids as .long() "
+                         "(one-hot boards: jacobiscope.data.sudoku.from_one_hot).")
     if input_ids.numel() and (int(input_ids.min()) < 0 or int(input_ids.max()) > 9):
-        raise ValueError(f"input_ids must hold digits 0-9, got values in [{int(input_ids.min())}, {int(input_ids.max())}].")
+        raise ValueError(f"input_ids must hold digits 0-9, got values in [{int(input_ids.min())}, "
+                         f"{int(input_ids.max())}]. Use 0 for blanks and 1-9 for givens.")
+
+
+# Longest run solve/forward accept: test-time scaling saturates long before, and a larger count (a typo, 10**9)
+# would run for hours instead of failing.
+_MAX_LOOPS = 100_000
+
+
+def _count(name: str, value, limit: int | None, example: str, what: str = "a positive int") -> int:
+    """``value`` as an int in ``[1, limit]``. numpy ints and one-element integer tensors pass; bools, floats and
+    strings are refused rather than truncated (``int(2.5)``) or read as a digit (``True``)."""
+    if isinstance(value, torch.Tensor) and value.numel() == 1 and not (
+            value.is_floating_point() or value.is_complex() or value.dtype == torch.bool):
+        value = int(value.item())
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be {what}, got {value!r} ({type(value).__name__}). Pass e.g. {example}.")
+    if value < 1:
+        raise ValueError(f"{name} must be {what}, got {value!r}. Pass e.g. {example}.")
+    if limit is not None and value > limit:
+        raise ValueError(f"{name}={value} is more than the {limit} allowed (it would run for hours). Pass a smaller "
+                         f"{name}, e.g. {example}.")
+    return int(value)
+
+
+def _check_labels(labels, input_ids: torch.Tensor) -> None:
+    """Labels are the solved grids: an integer tensor shaped like ``input_ids`` holding digits 1-9."""
+    if not isinstance(labels, torch.Tensor) or labels.shape != input_ids.shape:
+        got = tuple(labels.shape) if isinstance(labels, torch.Tensor) else type(labels).__name__
+        raise ValueError(f"labels must be the solutions, an integer tensor shaped like input_ids "
+                         f"{tuple(input_ids.shape)}, got {got}. Pass one solved grid (81 digits 1-9) per puzzle.")
+    if labels.dtype.is_floating_point or labels.dtype.is_complex or labels.dtype == torch.bool:
+        raise ValueError(f"labels must be integer digits 1-9, got {labels.dtype}. Pass them as .long().")
+    if labels.numel() and (int(labels.min()) < 1 or int(labels.max()) > 9):
+        raise ValueError(f"labels must be solution digits 1-9 (no blanks), got values in [{int(labels.min())}, "
+                         f"{int(labels.max())}]. Pass the solved grids, not the puzzles (0 = blank).")
 
 
 def _as_puzzle_tensor(puzzles) -> torch.Tensor:
+    """At least one puzzle as ``[N, 81]`` int64 ids: 81-character strings of the ASCII digits 0-9 (``0`` or ``.``
+    for blanks), or an ``[N, 81]`` integer tensor. Anything else raises ValueError / TypeError naming the fix."""
     if isinstance(puzzles, torch.Tensor):
         _check_puzzles(puzzles)
-        _check_contradictions(puzzles.long())
-        return puzzles.long()
+        if puzzles.shape[0] == 0:
+            raise ValueError("got 0 puzzles (an empty [0, 81] tensor). Pass at least one puzzle.")
+        puzzles = puzzles.long()
+        _check_contradictions(puzzles)
+        return puzzles
     if isinstance(puzzles, str):
         puzzles = [puzzles]
+    if isinstance(puzzles, (bytes, bytearray, set, frozenset, dict)) or not isinstance(puzzles, Iterable):
+        fix = ("decode them first (puzzles.decode())" if isinstance(puzzles, (bytes, bytearray)) else
+               "put them in a list (a set or dict has no order)" if isinstance(puzzles, (set, frozenset, dict)) else
+               "pass one string, a list of strings or a tensor")
+        raise TypeError(f"puzzles must be 81-character strings ('0' or '.' for blanks) or an [N, 81] integer "
+                        f"tensor, got {type(puzzles).__name__}: {fix}.")
     rows = []
     for index, text in enumerate(puzzles):
-        text = text.strip().replace(".", "0")
-        if len(text) != 81 or not text.isdigit():
+        if not isinstance(text, str):
+            raise TypeError(f"Puzzle {index} is of type {type(text).__name__}, not a string: puzzles are 81-character "
+                            "strings or one [N, 81] integer tensor. For lists of 81 ints pass torch.tensor(puzzles).")
+        text = text.strip()
+        bad = next((i for i, c in enumerate(text) if c not in "0123456789."), None)  # ASCII only: no '٣' or '５'
+        if len(text) != 81 or bad is not None:
+            where = f", with {text[bad]!r} at position {bad}" if bad is not None else ""
             raise ValueError(
-                f"Puzzle {index} must be 81 characters of digits 0-9 ('0' or '.' for blanks); got {len(text)} characters "
-                f"starting {text[:12]!r}."
+                f"Puzzle {index} must be 81 characters of digits 0-9 ('0' or '.' for blanks); got {len(text)} "
+                f"characters starting {text[:12]!r}{where}. Write each puzzle as one row-major string of ASCII digits."
             )
-        rows.append([int(c) for c in text])
+        rows.append([0 if c == "." else ord(c) - 48 for c in text])
+    if not rows:
+        raise ValueError("got 0 puzzles (an empty list). Pass at least one puzzle.")
     tensor = torch.tensor(rows, dtype=torch.long)
     _check_contradictions(tensor)
     return tensor
@@ -360,7 +428,8 @@ def _check_contradictions(input_ids: torch.Tensor) -> None:
         bad = (counts > 1).nonzero()
         if bad.numel():
             puzzle, index, digit = (int(v) for v in bad[0])
-            raise ValueError(f"Puzzle {puzzle} is contradictory: digit {digit + 1} appears twice in {unit} {index + 1}.")
+            raise ValueError(f"Puzzle {puzzle} is contradictory: digit {digit + 1} appears twice in {unit} "
+                             f"{index + 1}. No solution exists: fix its givens.")
 
 
 def _readouts(logits_of, input_ids: torch.Tensor, loops: int) -> dict:
@@ -384,10 +453,12 @@ def _is_solution(grids: torch.Tensor) -> torch.Tensor:
 
 def _loop_counts(loops) -> list[int]:
     """Sorted distinct loop counts, each a positive int."""
-    counts = [loops] if isinstance(loops, int) else list(loops)
-    if not counts or any(isinstance(c, bool) or not isinstance(c, int) or c < 1 for c in counts):
-        raise ValueError(f"loops must be positive ints (one or several), got {loops!r}.")
-    return sorted(set(counts))
+    several = isinstance(loops, Iterable) and not isinstance(loops, (str, bytes, torch.Tensor))
+    counts = list(loops) if several else [loops]
+    if not counts:
+        raise ValueError("loops must be positive ints (one or several), got none. Pass e.g. loops=(16, 32).")
+    return sorted({_count("loops", count, _MAX_LOOPS, "loops=(16, 32)", "positive ints (one or several)")
+                   for count in counts})
 
 
 def _cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:

@@ -283,6 +283,9 @@ def sudoku_train(args) -> int:
         setattr(recipe, key, value)
     summary = train_sudoku(recipe, args.out, resume=not args.no_resume, data_path=args.data,
                            progress=not args.quiet)
+    if summary.get("already_finished"):
+        print(f"{args.out} already finished at step {summary['steps']} (max_steps {recipe.max_steps}); nothing "
+              "trained — raise --max-steps to continue, or --no-resume to start over")
     print(json.dumps(summary, indent=1))
     return 0
 

@@ -6,6 +6,7 @@ import copy
 import json
 import os
 import time
+import warnings
 from pathlib import Path
 
 import torch
@@ -150,4 +151,65 @@ def _latest_checkpoint(out_dir: Path, needs_average: bool = False) -> str | None
     checkpoints = sorted((p for p in out_dir.glob("checkpoint-*") if p.name.split("-")[-1].isdigit()),
                          key=lambda p: int(p.name.split("-")[-1]))
     complete = [p for p in checkpoints if _checkpoint_is_complete(p, needs_average)]
+    newest = int(complete[-1].name.split("-")[-1]) if complete else -1
+    skipped = [p.name for p in checkpoints if p not in complete and int(p.name.split("-")[-1]) > newest]
+    if skipped:
+        warnings.warn(f"skipping incomplete checkpoint(s) {', '.join(skipped)} in {out_dir} (a save was interrupted); "
+                      f"resuming from {complete[-1].name if complete else 'the start'}", stacklevel=3)
     return str(complete[-1]) if complete else None
+
+
+class RandomStreamsCallback(TrainerCallback):
+    """Saves the Python random streams the data pipeline draws from (the augmentation, the loop counts) with each
+    checkpoint as ``random_streams.json``, and restores them on resume: the Trainer restores torch's and numpy's
+    generators, not these, so without this a resumed run would see other batches than an uninterrupted one.
+
+    ``streams`` maps a name to the ``random.Random`` holder: an object with ``.rng`` or a dict with ``"rng"``. The
+    collator calls `record` after each batch: the data loader fetches one batch ahead of training, so the state
+    saved with step N is the one recorded after the N-th batch, not the live one (which already drew batch N+1).
+    Exact for one batch per optimizer step (no gradient accumulation), as the Sudoku recipes train."""
+
+    FILE = "random_streams.json"
+
+    def __init__(self, streams: dict, resume_from: str | None = None):
+        self.streams, self.resume_from = streams, resume_from
+        self.history: dict[int, dict] = {}
+        self.drawn = 0
+        self.start_step = 0
+
+    @staticmethod
+    def _rng(holder):
+        return holder["rng"] if isinstance(holder, dict) else holder.rng
+
+    def _snapshot(self) -> dict:
+        return {name: self._rng(holder).getstate() for name, holder in self.streams.items()}
+
+    def record(self) -> None:
+        self.drawn += 1
+        self.history[self.drawn] = self._snapshot()
+        self.history.pop(self.drawn - 8, None)
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.start_step = state.global_step
+        if state.global_step and self.resume_from:
+            self._restore(Path(self.resume_from) / self.FILE)
+        self.history[0] = self._snapshot()
+
+    def _restore(self, path: Path) -> None:
+        if not path.is_file():
+            warnings.warn(f"{path.parent} has no {self.FILE} (saved by an older jacobiscope): the augmentation and "
+                          "loop-count streams restart from their seeds", stacklevel=3)
+            return
+        saved = json.loads(path.read_text())
+        for name, holder in self.streams.items():
+            if name in saved:
+                version, internal, gauss = saved[name]
+                self._rng(holder).setstate((version, tuple(internal), gauss))
+
+    def on_save(self, args, state, control, **kwargs):
+        consumed = state.global_step - self.start_step
+        snapshot = self.history.get(consumed, self._snapshot())
+        folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+        folder.mkdir(parents=True, exist_ok=True)
+        streams = {name: [value[0], list(value[1]), value[2]] for name, value in snapshot.items()}
+        atomic_write_text(folder / self.FILE, json.dumps(streams))

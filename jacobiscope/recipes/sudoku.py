@@ -14,7 +14,9 @@ import torch
 from transformers import Trainer, TrainingArguments
 
 from .._io import atomic_write_text
-from ._sudoku_callbacks import EMACallback, TimeBudgetCallback, _AccuracyCallback, _latest_checkpoint
+from ._sudoku_callbacks import (
+    EMACallback, RandomStreamsCallback, TimeBudgetCallback, _AccuracyCallback, _latest_checkpoint
+)
 
 __all__ = ["SudokuRecipe", "train_sudoku", "evaluate_sudoku", "predict_along", "puzzle_records", "EMACallback",
            "build_model", "LoopCountCollator", "validation_puzzles", "general_training_puzzles", "TimeBudgetCallback"]
@@ -215,6 +217,7 @@ class LoopCountCollator:
         self.low, self.high = int(low), int(high)
         self.supervise_every = supervise_every
         self.rng = random.Random(seed)
+        self.after_batch = None  # called after each batch (RandomStreamsCallback records the streams' states)
 
     def __call__(self, features: list[dict]) -> dict:
         batch = {key: torch.stack([torch.as_tensor(row[key], dtype=torch.long) for row in features])
@@ -225,6 +228,8 @@ class LoopCountCollator:
             batch["loops"] = self.low
         if self.supervise_every:
             batch["supervise_every"] = int(self.supervise_every)
+        if self.after_batch is not None:
+            self.after_batch()
         return batch
 
 
@@ -299,12 +304,20 @@ def train_sudoku(recipe: SudokuRecipe, out_dir, *, resume: bool = True, data_pat
         disable_tqdm=not progress,
         bf16=recipe.bf16,
     )
-    budget = TimeBudgetCallback(recipe.max_seconds) if recipe.max_seconds is not None else None
-    callbacks = [c for c in (ema, accuracy, budget) if c is not None]
-    trainer = trainer_class(model=model, args=args, train_dataset=train_set, callbacks=callbacks,
-                            data_collator=LoopCountCollator(low, high, seed=recipe.seed,
-                                                            supervise_every=recipe.supervise_every))
     checkpoint = _latest_checkpoint(out_dir, needs_average=ema is not None) if resume else None
+    finished = _finished_summary(out_dir, checkpoint, recipe)
+    if finished is not None:
+        return finished
+    budget = TimeBudgetCallback(recipe.max_seconds) if recipe.max_seconds is not None else None
+    collator = LoopCountCollator(low, high, seed=recipe.seed, supervise_every=recipe.supervise_every)
+    streams = {"loop_counts": collator}
+    if getattr(train_set, "augmentation_stream", None) is not None:
+        streams["augmentation"] = train_set.augmentation_stream
+    random_streams = RandomStreamsCallback(streams, checkpoint)
+    collator.after_batch = random_streams.record
+    callbacks = [c for c in (ema, accuracy, budget, random_streams) if c is not None]
+    trainer = trainer_class(model=model, args=args, train_dataset=train_set, callbacks=callbacks,
+                            data_collator=collator)
     if ema is not None:
         ema.resume_from = checkpoint
     started = time.perf_counter()
@@ -319,6 +332,22 @@ def train_sudoku(recipe: SudokuRecipe, out_dir, *, resume: bool = True, data_pat
                "puzzles_per_second": result.global_step * recipe.batch_size / max(time.perf_counter() - started, 1e-9)}
     atomic_write_text(out_dir / "train_summary.json", json.dumps(summary, indent=1))
     return summary
+
+
+def _finished_summary(out_dir: Path, checkpoint: str | None, recipe: SudokuRecipe) -> dict | None:
+    """A run that already reached ``max_steps`` (its last checkpoint is there and its summary was written) is
+    reported as finished, not trained one step further and re-saved."""
+    summary_path = out_dir / "train_summary.json"
+    if checkpoint is None or recipe.max_steps is None or recipe.max_steps <= 0 or not summary_path.is_file():
+        return None
+    try:
+        step = json.loads((Path(checkpoint) / "trainer_state.json").read_text())["global_step"]
+        summary = json.loads(summary_path.read_text())
+    except (OSError, ValueError, KeyError):
+        return None
+    if step < recipe.max_steps or summary.get("steps", -1) < recipe.max_steps:
+        return None
+    return dict(summary, already_finished=True, resumed_from=checkpoint)
 
 
 def predict_along(model, puzzles, loops=(16, 32, 64, 128), votes: int = 1, batch_size: int = 500, *,

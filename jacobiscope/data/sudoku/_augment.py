@@ -5,7 +5,7 @@ import random
 
 import torch
 
-from ._board import SudokuError, _as_rng, _parse, _to_string
+from ._board import SudokuError, _as_rng, _cell, _parse, _to_string
 from ._tensors import to_strings
 
 
@@ -46,6 +46,10 @@ def augment(puzzle, solution, generator=None):
         number of givens and uniqueness are preserved.
     """
     p, s = _parse(puzzle, "puzzle"), _parse(solution, "solution")
+    clash = next((i for i in range(81) if p[i] and p[i] != s[i]), None)  # the solution holds every given
+    if clash is not None:
+        raise SudokuError(f"puzzle's given {p[clash]} at {_cell(clash)} disagrees with the solution's {s[clash]} "
+                          "(0 = blank). Pass a puzzle and its own solution, in that order.")
     perm, dmap = _random_symmetry(_as_rng(generator))
     new_p = [dmap[p[j]] for j in perm]
     new_s = [dmap[s[j]] for j in perm]
@@ -80,6 +84,9 @@ def augmented_dataset(ds, seed=None):
         takes ``input_ids`` and ``labels`` keeps the columns the transform needs (it drops the strings unless
         ``remove_unused_columns=False``).
     """
+    if not hasattr(ds, "with_transform") or not hasattr(ds, "column_names"):
+        raise SudokuError(f"augmented_dataset needs a datasets.Dataset, got {type(ds).__name__}. Build one with "
+                          "sudoku.to_dataset(puzzles, solutions) or a sudoku loader.")
     missing = {"input_ids", "labels"} - set(ds.column_names)
     if missing:
         raise SudokuError(f"augmented_dataset needs the columns input_ids and labels, missing {sorted(missing)}; "
@@ -108,4 +115,6 @@ def augmented_dataset(ds, seed=None):
         return out
 
     view = ds.with_transform(transform)
+    # The stream's state travels with the view, so a training run can checkpoint and restore it (exact resume).
+    view.augmentation_stream = state
     return view

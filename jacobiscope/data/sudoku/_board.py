@@ -193,5 +193,5 @@ def _as_rng(generator) -> random.Random:
         return random.Random(int(generator.integers(0, 2**62)))
     raise SudokuError(
         f"generator must be None, an int seed, random.Random, torch.Generator or numpy Generator, got "
-        f"{type(generator).__name__}."
+        f"{type(generator).__name__}. Pass e.g. an int seed such as 0."
     )

@@ -87,8 +87,18 @@ def _open_text(path: Path):
     return opener(path, "rt", encoding="utf-8-sig", newline=None)
 
 
+def _path(path, what: str) -> Path:
+    """``path`` as a Path; a `SudokuError` naming the type for anything that is not a str or os.PathLike."""
+    if isinstance(path, (bytes, bytearray)):
+        path = os.fsdecode(path)
+    if not isinstance(path, (str, os.PathLike)):
+        raise SudokuError(f"{what} must be a path (str or pathlib.Path), got {type(path).__name__}. Pass the file's "
+                          "location, e.g. 'boards.csv'.")
+    return Path(os.fspath(path)).expanduser()
+
+
 def _existing(path, what: str) -> Path:
-    path = Path(os.fspath(path)).expanduser()
+    path = _path(path, what)
     if not path.exists():
         raise SudokuDataNotFoundError(f"{what} {str(path)!r} does not exist — check the path.")
     return path
@@ -103,7 +113,7 @@ def _read_csv(path, header, limit):
     if header not in ("auto", True, False):
         raise SudokuError(f"header must be 'auto', True or False, got {header!r}.")
     puzzles, solutions, lines = [], [], []
-    first = True
+    first, header_line = True, None
     try:
         with _open_text(path) as handle:
             for number, text in enumerate(handle, start=1):
@@ -118,6 +128,7 @@ def _read_csv(path, header, limit):
                 # raises instead of silently dropping that row.
                 if is_first and (header is True or (header == "auto" and re.search(r"[A-Za-z]", text)
                                                     and not any(_BOARD.fullmatch(f) for f in fields))):
+                    header_line = text
                     continue
                 if len(fields) != 2 or not _BOARD.fullmatch(fields[0]) or not _SOLVED_BOARD.fullmatch(fields[1]):
                     raise SudokuFileError(
@@ -135,17 +146,25 @@ def _read_csv(path, header, limit):
         raise SudokuFileError(
             f"{path}: cannot read it as text ({type(error).__name__}: {error}). Expected a plain, .xz, .gz or "
             ".bz2 csv file of 'puzzle,solution' lines.", path) from error
+    if not puzzles:
+        # An empty Dataset would make every later number (accuracy, loss) NaN or silently meaningless.
+        found = (f"only a header line ({header_line[:60]!r})" if header_line is not None and header is not True
+                 else f"only one line, skipped as a header by header=True ({header_line[:60]!r})"
+                 if header_line is not None else "no lines at all (an empty or blank file)")
+        raise SudokuFileError(f"{path}: no 'puzzle,solution' rows, {found}. Check the path and the file's contents"
+                              + (", or pass header=False." if header is True else "."), path)
     return puzzles, solutions, lines
 
 
 def _check_limit(limit):
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
-        raise SudokuError(f"limit must be None or a non-negative int (the number of rows to keep), got {limit!r}.")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise SudokuError(f"limit must be None (all rows) or a positive int (the number of rows to keep), got "
+                          f"{limit!r}. Pass e.g. limit=100.")
 
 
 def _load_rows(path, header, limit, validate):
     _check_limit(limit)
-    path = Path(os.fspath(path)).expanduser()
+    path = _path(path, "Sudoku csv file")
     puzzle_text, solution_text, lines = _read_csv(path, header, limit)
     puzzles, solutions = to_tensor(puzzle_text), to_tensor(solution_text)
     if validate:
@@ -173,13 +192,14 @@ def load_csv(path, *, header="auto", limit: int | None = None, validate: bool = 
             by ``,`` or ``, ``; blank lines are skipped; '.' blanks become '0'.
         header: ``"auto"`` skips a first (non-blank) line that contains letters (e.g. ``quizzes,solutions``);
             True always skips it; False never does.
-        limit: keep only the first ``limit`` rows (reading stops there).
+        limit: keep only the first ``limit`` rows (a positive int; reading stops there).
         validate: check every solution is a valid grid that agrees with its puzzle's givens.
 
     Returns:
         Dataset with ``puzzle``, ``solution`` (strings), ``input_ids`` (0 = blank) and ``labels`` (81 ints).
 
-    A malformed line raises `SudokuFileError` naming the file and line.
+    A malformed line raises `SudokuFileError` naming the file and line; so does a file without a single row (empty,
+    blank, or a header only), which would otherwise give an empty Dataset and NaN scores downstream.
     """
     return _make_dataset(*_load_rows(path, header, limit, validate))
 
@@ -198,6 +218,9 @@ def _load_tensor(path: Path):
     if value.ndim < 2 or value.shape[-1] not in (9, 729) or value.shape[1:].numel() != 729:
         raise SudokuFileError(f"{path}: expected one-hot boards [N, 9, 9, 9] (or [N, 81, 9] / [N, 729]), got "
                               f"shape {tuple(value.shape)}.", path)
+    if value.shape[0] == 0:
+        raise SudokuFileError(f"{path}: holds no boards (shape {tuple(value.shape)}). Check that it is SATNet's "
+                              "features.pt / labels.pt and was saved completely.", path)
     hot = value.reshape(value.shape[0], 81, 9)
     not_binary = ~((hot == 0) | (hot == 1)).reshape(hot.shape[0], -1).all(-1)
     if bool(not_binary.any()):
@@ -241,7 +264,7 @@ def load_satnet_tensors(features_path, labels_path=None, *, limit: int | None = 
         labels_path = folder / "labels.pt" if labels_path is None else labels_path
     elif labels_path is None:
         labels_path = features_path.parent / "labels.pt"
-    labels_path = Path(os.fspath(labels_path))
+    labels_path = _path(labels_path, "SATNet labels")
     features, labels = _load_tensor(features_path), _load_tensor(labels_path)
     if features.shape[0] != labels.shape[0]:
         raise SudokuFileError(f"{features_path} holds {features.shape[0]} boards but {labels_path} holds "

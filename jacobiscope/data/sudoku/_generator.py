@@ -6,7 +6,7 @@ import random
 import torch
 
 from ._board import (
-    MIN_UNIQUE_GIVENS, SudokuError, _BOX, _COL, _DIGITS_IN, _FULL, _ROW, _as_rng, _parse, _setup, _to_string
+    MIN_UNIQUE_GIVENS, SudokuError, _BOX, _COL, _DIGITS_IN, _FULL, _ROW, _as_rng, _is_int, _parse, _setup, _to_string
 )
 from ._solver import _search, _solutions
 from ._tensors import to_strings, to_tensor
@@ -29,6 +29,10 @@ def grid_key(grid) -> str:
     are not folded in: that canonical form needs a search over 3,359,232 grid symmetries per grid.
     """
     cells = _parse(grid, "grid")
+    _setup(cells, "grid")  # a clash raises: the key of a broken grid would match unrelated grids
+    if 0 in cells:
+        raise SudokuError(f"grid_key needs a complete grid, but {_to_string(cells)[:20]!r}... has "
+                          f"{cells.count(0)} blanks. Pass solutions (full grids), not puzzles.")
     candidates = []
     for order in (cells, [cells[c * 9 + r] for r in range(9) for c in range(9)]):
         names: dict[int, str] = {}
@@ -47,8 +51,18 @@ def shared_grids(grids, others) -> list[int]:
         >>> sudoku.shared_grids([a, b], [b.translate(str.maketrans("12", "21"))])
         [1]
     """
-    keys = {grid_key(grid) for grid in (to_strings(others) if isinstance(others, torch.Tensor) else others)}
-    grids = to_strings(grids) if isinstance(grids, torch.Tensor) else list(grids)
+    def listed(boards, name):
+        if isinstance(boards, torch.Tensor):
+            return to_strings(boards)
+        if isinstance(boards, str):  # one grid, not 81 one-character grids
+            return [boards]
+        if isinstance(boards, (bytes, bytearray)) or not hasattr(boards, "__iter__"):
+            raise SudokuError(f"{name} must be grids (a list of 81-digit strings or an [N, 81] tensor), got "
+                              f"{type(boards).__name__}.")
+        return list(boards)
+
+    keys = {grid_key(grid) for grid in listed(others, "others")}
+    grids = listed(grids, "grids")
     return [index for index, grid in enumerate(grids) if grid_key(grid) in keys]
 
 
@@ -94,13 +108,18 @@ def _dig(solution: list[int], givens: int, rng: random.Random, unique: bool) -> 
     return cells if remaining == givens else None
 
 
+def _check_unique(unique) -> None:
+    if not isinstance(unique, bool):
+        raise SudokuError(f"unique must be True or False, got {unique!r} ({type(unique).__name__}).")
+
+
 def _check_givens(givens, unique: bool) -> None:
     low = MIN_UNIQUE_GIVENS if unique else 0
     if isinstance(givens, bool) or not isinstance(givens, int) or not low <= givens <= 81:
         raise SudokuError(
             f"givens must be an int in [{low}, 81]{' for unique puzzles' if unique else ''}, got {givens!r}. "
-            + ("No Sudoku with fewer than 17 givens has a unique solution; " if unique else "")
-            + "random digging reaches about 22 givens reliably (lower counts need many attempts)."
+            + ("No Sudoku with fewer than 17 givens has a unique solution; random digging reaches about 22 givens "
+               "reliably (lower counts need many attempts)." if unique else "Pass a number of givens from 0 to 81.")
         )
 
 
@@ -129,7 +148,11 @@ def generate(givens: int = 30, seed=None, unique: bool = True, *, max_attempts: 
     The full grid comes from the solver run on an empty board with random digit order; cells are then
     blanked in random order, each one kept blank only when no other digit fits there in any solution.
     """
+    _check_unique(unique)
     _check_givens(givens, unique)
+    if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
+        raise SudokuError(f"max_attempts must be a positive int (fresh grids to try), got {max_attempts!r}. "
+                          "Pass e.g. max_attempts=200.")
     rng = _as_rng(seed)
     for _ in range(max_attempts):
         solution = _solutions([0] * 81, 1, rng)[0]
@@ -153,10 +176,23 @@ def relabelled_rows(n: int, seed: int = 0, blank_fraction: float = 0.5) -> list[
         >>> sorted(rows[0]), tuple(rows[0]["labels"].shape)
         (['input_ids', 'labels'], (81,))
 
+    Arguments:
+        n: number of rows, a positive int.
+        seed: an int seed.
+        blank_fraction: probability that a cell is blanked, in [0, 1].
+
     Returns:
         ``n`` dicts with ``input_ids`` (``[81]``, 0 = blank) and ``labels`` (``[81]``, the solution), as
         `transformers.Trainer` takes them.
     """
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise SudokuError(f"n must be a positive int (the number of rows), got {n!r}.")
+    if not _is_int(seed):
+        raise SudokuError(f"seed must be an int, got {seed!r} ({type(seed).__name__}). Pass e.g. seed=0.")
+    if isinstance(blank_fraction, bool) or not isinstance(blank_fraction, (int, float)) or not (
+            0.0 <= blank_fraction <= 1.0):
+        raise SudokuError(f"blank_fraction must be a number in [0, 1] (the chance a cell is blanked), got "
+                          f"{blank_fraction!r}. Pass e.g. blank_fraction=0.5.")
     _, solution = generate(givens=30, seed=seed)
     grid = to_tensor([solution])[0]
     generator = torch.Generator().manual_seed(seed)
@@ -179,7 +215,7 @@ def generate_many(n: int, givens=30, seed=None, unique: bool = True) -> tuple[li
         [True, True, True]
 
     Arguments:
-        n: number of puzzles.
+        n: number of puzzles, a positive int.
         givens: an int, or an inclusive range ``(low, high)`` from which each puzzle's count is drawn
             uniformly (RRN draws uniformly from 17-34).
         seed: as for `generate`; one seed makes the whole list reproducible.
@@ -188,8 +224,9 @@ def generate_many(n: int, givens=30, seed=None, unique: bool = True) -> tuple[li
     Returns:
         ``(puzzles, solutions)``, each a list of ``n`` strings; pass them to `to_dataset` for a Dataset.
     """
-    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-        raise SudokuError(f"n must be a non-negative int, got {n!r}.")
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise SudokuError(f"n must be a positive int (the number of puzzles), got {n!r}.")
+    _check_unique(unique)
     if isinstance(givens, (tuple, list)):
         if len(givens) != 2:
             raise SudokuError(f"givens as a range must be (low, high), got {givens!r}.")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from ._board import SudokuError, _FULL, _UNIT_INDEX, _parse, _setup, _to_string
+from ._board import SudokuError, _FULL, _UNIT_INDEX, _cell, _parse, _setup, _to_string
 from ._tensors import _is_int_board, to_tensor
 
 
@@ -73,7 +73,19 @@ def _batches(pred, puzzles, solutions):
             f"pred, puzzles and solutions must hold the same number of boards, got {pred.shape[0]}, "
             f"{puzzles.shape[0]} and {solutions.shape[0]}."
         )
-    return pred.to(solutions.device), puzzles.to(solutions.device), solutions
+    blank = (solutions == 0).any(-1)
+    if bool(blank.any()):
+        n = int(blank.nonzero()[0, 0])
+        raise SudokuError(f"solutions must be complete grids, but solution {n} has blanks (0s). Pass the solved "
+                          "grids as solutions (are puzzles and solutions swapped?).")
+    puzzles = puzzles.to(solutions.device)
+    clash = ((puzzles != 0) & (puzzles != solutions)).any(-1)
+    if bool(clash.any()):
+        n = int(clash.nonzero()[0, 0])
+        i = int(((puzzles[n] != 0) & (puzzles[n] != solutions[n])).nonzero()[0, 0])
+        raise SudokuError(f"puzzle {n}'s given {int(puzzles[n, i])} at {_cell(i)} disagrees with "
+                          f"solution {n}'s {int(solutions[n, i])}. Pass puzzles and solutions in the same order.")
+    return pred.to(solutions.device), puzzles, solutions
 
 
 def board_correct(pred, puzzles, solutions) -> torch.Tensor:
@@ -94,7 +106,8 @@ def board_correct(pred, puzzles, solutions) -> torch.Tensor:
     Arguments:
         pred: predicted boards: strings, ``[N, 81]`` ints, or one-hot/logits ``[N, 9, 9, 9]`` (argmax is taken).
         puzzles: the puzzles (0 = blank), which say which cells are scored.
-        solutions: the true solutions.
+        solutions: the true solutions: complete grids whose digits agree with the puzzles' givens (a
+            `SudokuError` otherwise: blanks or disagreeing givens mean swapped or misaligned arguments).
 
     Returns:
         ``[N]`` bool tensor (`board_accuracy` is its mean).

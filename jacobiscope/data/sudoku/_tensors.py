@@ -35,6 +35,9 @@ def from_one_hot(x: torch.Tensor) -> torch.Tensor:
             f"from_one_hot expects [N, 9, 9, 9], [N, 81, 9] or [N, 729] (last axis = digit), got shape "
             f"{tuple(x.shape)}."
         )
+    if (x.is_floating_point() or x.is_complex()) and not bool(torch.isfinite(x).all()):
+        raise SudokuError("from_one_hot got NaN or Inf values, so no digit can be read from them. Check the model "
+                          "or file that produced the tensor (a diverged run?).")
     x = x.reshape(-1, 81, 9)
     digits = x.argmax(-1) + 1
     return torch.where((x != 0).any(-1), digits, torch.zeros_like(digits)).long()
@@ -77,7 +80,10 @@ def to_tensor(boards) -> torch.Tensor:
             boards.ndim >= 1 and boards.shape[-1] == 729)
         if boards.is_floating_point() or boards.dtype == torch.bool or one_hot_shape:
             return from_one_hot(boards)
-        if boards.is_complex() or boards.numel() % 81 or boards.ndim == 0 or (
+        if boards.is_complex():
+            raise SudokuError(f"board tensors hold integer digits 0-9, got dtype {boards.dtype}. Pass the real "
+                              "digits as .long() (one-hot boards as float).")
+        if boards.numel() % 81 or boards.ndim == 0 or (
                 boards.ndim >= 2 and boards.shape[-2:] != (9, 9) and boards.shape[-1] != 81):
             raise SudokuError(
                 f"an int board tensor must be [81], [9, 9], [N, 81] or [N, 9, 9], got shape "
@@ -144,6 +150,9 @@ def to_one_hot(boards, dtype: torch.dtype = torch.float32) -> torch.Tensor:
     Returns:
         ``[N, 9, 9, 9]`` tensor.
     """
+    if not isinstance(dtype, torch.dtype):
+        raise SudokuError(f"dtype must be a torch.dtype, got {dtype!r} ({type(dtype).__name__}). Pass e.g. "
+                          "dtype=torch.float32.")
     grid = to_tensor(boards)
     hot = torch.nn.functional.one_hot(grid, 10)[..., 1:]  # column 0 (blank) dropped: blanks become all zero
     return hot.reshape(-1, 9, 9, 9).to(dtype)

@@ -17,8 +17,11 @@ jacobiscope lazily).
 """
 from __future__ import annotations
 
+import contextlib
 import importlib
 import math
+import numbers
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import torch
@@ -75,14 +78,26 @@ class _Coupling(nn.Module):
     def forward(self, x):
         n, cells, dim = x.shape
         q, k, v = self.qkv(x).reshape(n, cells, 3, self.heads, self.head_dim).permute(2, 0, 3, 1, 4)
-        key = (x.device, x.dtype)
-        if key not in self._tables:
-            cos, sin = _rotary_tables(self.head_dim)
-            self._tables[key] = (cos.to(device=x.device, dtype=x.dtype), sin.to(device=x.device, dtype=x.dtype))
-        cos, sin = self._tables[key]
+        cos, sin = self._rotary(x.device, x.dtype)
         q, k = _rotate(q, cos, sin), _rotate(k, cos, sin)
         mixed = F.scaled_dot_product_attention(q, k, v)
         return self.output(mixed.transpose(1, 2).reshape(n, cells, dim))
+
+    def _rotary(self, device, dtype):
+        """The cached cos/sin tables for this device and dtype, always plain tensors: a first call inside
+        ``torch.func.jvp`` / ``vmap`` / ``grad`` would otherwise cache the transform's wrapped tensors, which break
+        every later copy or cast of the model ("Cannot access storage of TensorWrapper")."""
+        key = (device, dtype)
+        if key not in self._tables:
+            disable = getattr(torch._C, "_DisableFuncTorch", None)  # builds the tables outside any transform
+            with disable() if disable is not None else contextlib.nullcontext():
+                cos, sin = _rotary_tables(self.head_dim)
+                tables = (cos.to(device=device, dtype=dtype), sin.to(device=device, dtype=dtype))
+            wrapped = getattr(getattr(torch._C, "_functorch", None), "is_functorch_wrapped_tensor", None)
+            if wrapped is not None and wrapped(tables[0]):
+                return tables  # use them for this call only: never cache a transform's tensors
+            self._tables[key] = tables
+        return self._tables[key]
 
 
 class AKOrNForSudoku(PreTrainedModel):
@@ -180,6 +195,14 @@ class AKOrNForSudoku(PreTrainedModel):
         return c
 
     def initial_state(self, input_ids, injection, noise=None, generator=None):
+        if generator is not None and not isinstance(generator, torch.Generator):
+            raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}. Pass "
+                            "torch.Generator().manual_seed(seed).")
+        if noise is not None and (not isinstance(noise, torch.Tensor) or noise.shape != injection.shape
+                                  or not noise.is_floating_point()):
+            got = (f"{tuple(noise.shape)} {noise.dtype}" if isinstance(noise, torch.Tensor) else type(noise).__name__)
+            raise ValueError(f"noise must be a float tensor shaped like the state {tuple(injection.shape)} "
+                             f"([N, 81, hidden_size]), got {got}. Pass None to draw it.")
         if noise is None:
             noise = torch.randn(injection.shape, generator=generator, device=injection.device, dtype=injection.dtype)
         given = (input_ids > 0).unsqueeze(-1).to(injection.dtype)
@@ -197,8 +220,10 @@ class AKOrNForSudoku(PreTrainedModel):
                 **kwargs) -> AKOrNSudokuOutput:
         """``supervise_every=k`` (with labels): the loss is the mean cross-entropy of the readouts after loops
         ``k, 2k, ...`` and after the last loop, so the state must be right early and stay right."""
-        loops = self.config.loops if loops is None else int(loops)
+        loops = self.config.loops if loops is None else _count("loops", loops, _MAX_LOOPS, "loops=16")
         injection = self.injection(input_ids)
+        if labels is not None:
+            _check_labels(labels, input_ids)
         x = self.initial_state(input_ids, injection, noise, generator)
         energies, states = [], [x] if return_states else None
         losses = []
@@ -222,9 +247,11 @@ class AKOrNForSudoku(PreTrainedModel):
     @torch.no_grad()
     def solve(self, puzzles, loops: int = 16, votes: int = 1, batch_size: int = 200, seed: int = 0) -> torch.Tensor:
         """Complete puzzles (strings or ``[N, 81]`` ints) -> ``[N, 81]``; with ``votes=K`` each puzzle is run from K
-        noise draws and the draw with the lowest summed pseudo-energy is kept (AKOrN's energy voting)."""
-        if votes < 1:
-            raise ValueError(f"votes must be >= 1, got {votes}.")
+        noise draws and the draw with the lowest summed pseudo-energy is kept (AKOrN's energy voting).
+
+        ``loops``, ``votes`` and ``batch_size`` are positive ints (``votes <= batch_size``: a puzzle's draws run in
+        one batch), ``seed`` an int; bad puzzles or arguments raise ValueError / TypeError."""
+        loops, votes, batch_size = _solve_arguments(loops, votes, batch_size, seed)
         input_ids = _as_puzzle_tensor(puzzles).to(self.device)
         generator = torch.Generator(device=self.device).manual_seed(seed)
         out = []
@@ -250,9 +277,8 @@ class AKOrNForSudoku(PreTrainedModel):
         draws; with votes, the draw with the lowest pseudo-energy summed over loops ``1..T`` wins at ``T``), for
         the cost of ``max(loops)`` loops rather than their sum.
         """
-        if votes < 1:
-            raise ValueError(f"votes must be >= 1, got {votes}.")
         counts = _loop_counts(loops)
+        _, votes, batch_size = _solve_arguments(counts[0], votes, batch_size, seed)
         input_ids = _as_puzzle_tensor(puzzles).to(self.device)
         generator = torch.Generator(device=self.device).manual_seed(seed)
         out = {count: [] for count in counts}
@@ -283,6 +309,7 @@ class AKOrNForSudoku(PreTrainedModel):
         # demand jacobiscope from Hub users who never call loop_map.
         LoopedMap = importlib.import_module("jacobiscope").LoopedMap
 
+        _check_seed(seed)
         input_ids = _as_puzzle_tensor(input_ids).to(self.device)
         step = _AKOrNLoop(self, input_ids)
         with torch.no_grad():
@@ -325,39 +352,121 @@ class _AKOrNLoop(nn.Module):
         return self.model.step(x, self.model.injection(self.input_ids))
 
 
+def _check_seed(seed) -> None:
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+        raise TypeError(f"seed must be an int (it seeds the blanks' noise draws), got {seed!r} "
+                        f"({type(seed).__name__}). Pass e.g. seed=0.")
+
+
+def _solve_arguments(loops, votes, batch_size, seed) -> tuple[int, int, int]:
+    """``solve`` / ``solve_along``'s counts, checked: positive ints, and at most ``batch_size`` votes (all the
+    draws of one puzzle run in one batch, so more would break the batch's memory bound)."""
+    loops = _count("loops", loops, _MAX_LOOPS, "loops=16")
+    votes = _count("votes", votes, None, "votes=1 (or 16 for energy voting)")
+    batch_size = _count("batch_size", batch_size, None, "batch_size=200")
+    if votes > batch_size:
+        raise ValueError(f"votes={votes} is more than batch_size={batch_size}: the draws of one puzzle run in one "
+                         "batch. Raise batch_size to at least votes, or use fewer votes.")
+    _check_seed(seed)
+    return loops, votes, batch_size
+
+
 # Copied from jacobiscope.models.itrsa.modeling_itrsa._check_puzzles (single-model-file policy)
 def _check_puzzles(input_ids: torch.Tensor) -> None:
-    if not isinstance(input_ids, torch.Tensor) or input_ids.dim() != 2 or input_ids.shape[-1] != 81:
-        shape = tuple(input_ids.shape) if isinstance(input_ids, torch.Tensor) else type(input_ids).__name__
-        raise ValueError(f"input_ids must be an [N, 81] integer tensor (0 = blank, 1-9 = given), got {shape}.")
-    if input_ids.dtype.is_floating_point:
-        raise ValueError(f"input_ids must be integers (0-9), got {input_ids.dtype}.")
+    """Refuse anything but an ``[N, 81]`` integer tensor of digits 0-9, with a message that names the fix."""
+    if not isinstance(input_ids, torch.Tensor):
+        raise TypeError(f"input_ids must be an [N, 81] integer tensor (0 = blank, 1-9 = given), got "
+                        f"{type(input_ids).__name__}. Convert puzzle strings with model.loop_inputs(puzzles).")
+    if input_ids.dim() != 2 or input_ids.shape[-1] != 81:
+        raise ValueError(f"input_ids must be an [N, 81] integer tensor (0 = blank, 1-9 = given), got "
+                         f"{tuple(input_ids.shape)}. Reshape it: input_ids.reshape(-1, 81) (one puzzle of 81 "
+                         "cells, or [N, 9, 9] boards, become rows of 81).")
+    if input_ids.dtype.is_floating_point or input_ids.dtype.is_complex or input_ids.dtype == torch.bool:
+        raise ValueError(f"input_ids must be integers (0-9), got {input_ids.dtype}. Pass digit ids as .long() "
+                         "(one-hot boards: jacobiscope.data.sudoku.from_one_hot).")
     if input_ids.numel() and (int(input_ids.min()) < 0 or int(input_ids.max()) > 9):
-        raise ValueError(f"input_ids must hold digits 0-9, got values in [{int(input_ids.min())}, {int(input_ids.max())}].")
+        raise ValueError(f"input_ids must hold digits 0-9, got values in [{int(input_ids.min())}, "
+                         f"{int(input_ids.max())}]. Use 0 for blanks and 1-9 for givens.")
+
+
+# Copied from jacobiscope.models.itrsa.modeling_itrsa._MAX_LOOPS
+# Longest run solve/forward accept: test-time scaling saturates long before, and a larger count (a typo, 10**9)
+# would run for hours instead of failing.
+_MAX_LOOPS = 100_000
+
+
+# Copied from jacobiscope.models.itrsa.modeling_itrsa._count
+def _count(name: str, value, limit: int | None, example: str, what: str = "a positive int") -> int:
+    """``value`` as an int in ``[1, limit]``. numpy ints and one-element integer tensors pass; bools, floats and
+    strings are refused rather than truncated (``int(2.5)``) or read as a digit (``True``)."""
+    if isinstance(value, torch.Tensor) and value.numel() == 1 and not (
+            value.is_floating_point() or value.is_complex() or value.dtype == torch.bool):
+        value = int(value.item())
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be {what}, got {value!r} ({type(value).__name__}). Pass e.g. {example}.")
+    if value < 1:
+        raise ValueError(f"{name} must be {what}, got {value!r}. Pass e.g. {example}.")
+    if limit is not None and value > limit:
+        raise ValueError(f"{name}={value} is more than the {limit} allowed (it would run for hours). Pass a smaller "
+                         f"{name}, e.g. {example}.")
+    return int(value)
+
+
+# Copied from jacobiscope.models.itrsa.modeling_itrsa._check_labels
+def _check_labels(labels, input_ids: torch.Tensor) -> None:
+    """Labels are the solved grids: an integer tensor shaped like ``input_ids`` holding digits 1-9."""
+    if not isinstance(labels, torch.Tensor) or labels.shape != input_ids.shape:
+        got = tuple(labels.shape) if isinstance(labels, torch.Tensor) else type(labels).__name__
+        raise ValueError(f"labels must be the solutions, an integer tensor shaped like input_ids "
+                         f"{tuple(input_ids.shape)}, got {got}. Pass one solved grid (81 digits 1-9) per puzzle.")
+    if labels.dtype.is_floating_point or labels.dtype.is_complex or labels.dtype == torch.bool:
+        raise ValueError(f"labels must be integer digits 1-9, got {labels.dtype}. Pass them as .long().")
+    if labels.numel() and (int(labels.min()) < 1 or int(labels.max()) > 9):
+        raise ValueError(f"labels must be solution digits 1-9 (no blanks), got values in [{int(labels.min())}, "
+                         f"{int(labels.max())}]. Pass the solved grids, not the puzzles (0 = blank).")
 
 
 # Copied from jacobiscope.models.itrsa.modeling_itrsa._as_puzzle_tensor
 def _as_puzzle_tensor(puzzles) -> torch.Tensor:
+    """At least one puzzle as ``[N, 81]`` int64 ids: 81-character strings of the ASCII digits 0-9 (``0`` or ``.``
+    for blanks), or an ``[N, 81]`` integer tensor. Anything else raises ValueError / TypeError naming the fix."""
     if isinstance(puzzles, torch.Tensor):
         _check_puzzles(puzzles)
-        _check_contradictions(puzzles.long())
-        return puzzles.long()
+        if puzzles.shape[0] == 0:
+            raise ValueError("got 0 puzzles (an empty [0, 81] tensor). Pass at least one puzzle.")
+        puzzles = puzzles.long()
+        _check_contradictions(puzzles)
+        return puzzles
     if isinstance(puzzles, str):
         puzzles = [puzzles]
+    if isinstance(puzzles, (bytes, bytearray, set, frozenset, dict)) or not isinstance(puzzles, Iterable):
+        fix = ("decode them first (puzzles.decode())" if isinstance(puzzles, (bytes, bytearray)) else
+               "put them in a list (a set or dict has no order)" if isinstance(puzzles, (set, frozenset, dict)) else
+               "pass one string, a list of strings or a tensor")
+        raise TypeError(f"puzzles must be 81-character strings ('0' or '.' for blanks) or an [N, 81] integer "
+                        f"tensor, got {type(puzzles).__name__}: {fix}.")
     rows = []
     for index, text in enumerate(puzzles):
-        text = text.strip().replace(".", "0")
-        if len(text) != 81 or not text.isdigit():
+        if not isinstance(text, str):
+            raise TypeError(f"Puzzle {index} is of type {type(text).__name__}, not a string: puzzles are 81-character "
+                            "strings or one [N, 81] integer tensor. For lists of 81 ints pass torch.tensor(puzzles).")
+        text = text.strip()
+        bad = next((i for i, c in enumerate(text) if c not in "0123456789."), None)  # ASCII only: no '٣' or '５'
+        if len(text) != 81 or bad is not None:
+            where = f", with {text[bad]!r} at position {bad}" if bad is not None else ""
             raise ValueError(
-                f"Puzzle {index} must be 81 characters of digits 0-9 ('0' or '.' for blanks); got {len(text)} characters "
-                f"starting {text[:12]!r}."
+                f"Puzzle {index} must be 81 characters of digits 0-9 ('0' or '.' for blanks); got {len(text)} "
+                f"characters starting {text[:12]!r}{where}. Write each puzzle as one row-major string of ASCII digits."
             )
-        rows.append([int(c) for c in text])
+        rows.append([0 if c == "." else ord(c) - 48 for c in text])
+    if not rows:
+        raise ValueError("got 0 puzzles (an empty list). Pass at least one puzzle.")
     tensor = torch.tensor(rows, dtype=torch.long)
     _check_contradictions(tensor)
     return tensor
 
 
+# Copied from jacobiscope.models.itrsa.modeling_itrsa._check_contradictions
 def _check_contradictions(input_ids: torch.Tensor) -> None:
     """Refuse puzzles whose givens repeat a digit in a row, column or box (no solution can exist)."""
     one_hot = torch.nn.functional.one_hot(input_ids, 10)[..., 1:].reshape(-1, 9, 9, 9)  # [N, row, col, digit]
@@ -370,7 +479,8 @@ def _check_contradictions(input_ids: torch.Tensor) -> None:
         bad = (counts > 1).nonzero()
         if bad.numel():
             puzzle, index, digit = (int(v) for v in bad[0])
-            raise ValueError(f"Puzzle {puzzle} is contradictory: digit {digit + 1} appears twice in {unit} {index + 1}.")
+            raise ValueError(f"Puzzle {puzzle} is contradictory: digit {digit + 1} appears twice in {unit} "
+                             f"{index + 1}. No solution exists: fix its givens.")
 
 
 # Copied from jacobiscope.models.itrsa.modeling_itrsa._readouts
@@ -385,6 +495,7 @@ def _readouts(logits_of, input_ids: torch.Tensor, loops: int) -> dict:
     return {"readout": logits_of, "quality": quality, "loops": int(loops)}
 
 
+# Copied from jacobiscope.models.itrsa.modeling_itrsa._is_solution
 def _is_solution(grids: torch.Tensor) -> torch.Tensor:
     """``[N]`` bools: every row, column and box of each ``[81]`` grid holds each digit 1-9 exactly once."""
     one_hot = torch.nn.functional.one_hot(grids.long().clamp(0, 9), 10)[..., 1:].reshape(-1, 9, 9, 9)
@@ -393,14 +504,18 @@ def _is_solution(grids: torch.Tensor) -> torch.Tensor:
     return torch.stack([rows, columns, boxes], 1).eq(1).flatten(1).all(1)
 
 
+# Copied from jacobiscope.models.itrsa.modeling_itrsa._loop_counts
 def _loop_counts(loops) -> list[int]:
     """Sorted distinct loop counts, each a positive int."""
-    counts = [loops] if isinstance(loops, int) else list(loops)
-    if not counts or any(isinstance(c, bool) or not isinstance(c, int) or c < 1 for c in counts):
-        raise ValueError(f"loops must be positive ints (one or several), got {loops!r}.")
-    return sorted(set(counts))
+    several = isinstance(loops, Iterable) and not isinstance(loops, (str, bytes, torch.Tensor))
+    counts = list(loops) if several else [loops]
+    if not counts:
+        raise ValueError("loops must be positive ints (one or several), got none. Pass e.g. loops=(16, 32).")
+    return sorted({_count("loops", count, _MAX_LOOPS, "loops=(16, 32)", "positive ints (one or several)")
+                   for count in counts})
 
 
+# Copied from jacobiscope.models.itrsa.modeling_itrsa._cross_entropy
 def _cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """Mean cross-entropy over all 81 cells of every board (labels are digits 1-9)."""
     return F.cross_entropy(logits.reshape(-1, 9), (labels.reshape(-1) - 1).long())

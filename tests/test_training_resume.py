@@ -1,0 +1,91 @@
+"""Resume is exact: a real `jacobiscope sudoku train` run killed (SIGKILL) several times at random points, some
+mid-save, then resumed to the end, ends with the same raw and EMA weights as an uninterrupted run; a finished run
+is reported as finished, not extended."""
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+RECIPE = {"arch": "itrsa", "hidden_size": 16, "num_heads": 2, "loops": 3, "loops_min": 1, "loops_max": 4,
+          "batch_size": 8, "learning_rate": 0.003, "max_steps": 12, "warmup_steps": 0, "save_steps": 2,
+          "logging_steps": 50, "train_limit": 64, "eval_limit": 4, "ema_beta": 0.5, "ema_every": 1, "ema_start": 1,
+          "augment": True, "seed": 0}
+
+
+def _command(config: Path, out: Path) -> list[str]:
+    return [sys.executable, "-m", "jacobiscope", "sudoku", "train", "--config", str(config), "--out", str(out),
+            "--quiet"]
+
+
+def _environment() -> dict:
+    return dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", PYTHONWARNINGS="ignore")
+
+
+def _checkpoints(out: Path) -> int:
+    """The newest checkpoint's step (folders rotate: their count stays at save_total_limit)."""
+    return max((int(p.name.split("-")[-1]) for p in out.glob("checkpoint-*")), default=0)
+
+
+def _weights(folder: Path) -> dict:
+    return load_file(str(folder / "model.safetensors"))
+
+
+def test_killed_runs_resume_to_the_same_weights(tmp_path):
+    from jacobiscope.recipes.sudoku import SudokuRecipe, train_sudoku
+
+    config = tmp_path / "recipe.json"
+    config.write_text(json.dumps(RECIPE))
+    whole, killed = tmp_path / "whole", tmp_path / "killed"
+    torch.set_num_threads(1)  # the killed runs compute on one thread too: the same float sums
+    train_sudoku(SudokuRecipe.from_json(config), whole, progress=False)
+    chooser = random.Random(0)
+    kills = 0
+    for _ in range(2):
+        process = subprocess.Popen(_command(config, killed), env=_environment(), stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL)
+        seen = _checkpoints(killed)
+        deadline = time.time() + 120
+        # Kill once a new checkpoint starts to appear, after a random delay: sometimes mid-save, sometimes mid-step.
+        while process.poll() is None and _checkpoints(killed) <= seen and time.time() < deadline:
+            time.sleep(0.01)
+        time.sleep(chooser.uniform(0.0, 0.3))
+        if process.poll() is None:
+            process.send_signal(signal.SIGKILL)
+            kills += 1
+        process.wait()
+    assert kills >= 2, "the run finished before it could be killed: make it longer"
+    done = subprocess.run(_command(config, killed), env=_environment(), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    for folder in ("final", "final_ema"):
+        expected, got = _weights(whole / folder), _weights(killed / folder)
+        assert expected.keys() == got.keys()
+        worst = max(float((expected[k] - got[k]).abs().max()) for k in expected)
+        assert worst <= 1e-6, f"{folder}: resumed weights differ by {worst}"
+    summary = json.loads((killed / "train_summary.json").read_text())
+    assert summary["steps"] == RECIPE["max_steps"]
+    # Running the finished run again trains nothing and leaves final/ as it was.
+    before = (killed / "final" / "model.safetensors").stat().st_mtime_ns
+    again = train_sudoku(SudokuRecipe.from_json(config), killed, progress=False)
+    assert again["already_finished"] and again["steps"] == RECIPE["max_steps"]
+    assert (killed / "final" / "model.safetensors").stat().st_mtime_ns == before
+
+
+def test_an_incomplete_checkpoint_is_skipped_with_a_warning_naming_it(tmp_path):
+    from jacobiscope.recipes._sudoku_callbacks import _latest_checkpoint
+
+    for step, files in ((2, ("trainer_state.json", "model.safetensors", "ema.safetensors")),
+                        (4, ("trainer_state.json",)), (6, ("model.safetensors", "ema.safetensors"))):
+        folder = tmp_path / f"checkpoint-{step}"
+        folder.mkdir()
+        for name in files:
+            (folder / name).write_text("{}")
+    with pytest.warns(UserWarning, match="skipping incomplete checkpoint\\(s\\) checkpoint-4, checkpoint-6"):
+        assert _latest_checkpoint(tmp_path, needs_average=True).endswith("checkpoint-2")
