@@ -2,22 +2,27 @@
 system, measured, with a verdict per layer. `describe` is the dry run."""
 from __future__ import annotations
 
+import math
+import numbers
+import operator
+import os
 import platform
 import time
 from dataclasses import dataclass
 
 import torch
+from torch import nn
 
 from .adapters.inputs import prepare_inputs
-from .adapters.looped import build_maps, prepare_model
+from .adapters.looped import block_index, build_maps, prepare_model, unwrap_model
 from .adapters.spec import find_blocks
-from .errors import ArgumentError
+from .errors import ArgumentError, MemoryBudgetError
 from ._progress import progress_bar
 from ._resources import public_name
 from .diagnostics import measure
 from .diagnostics._base import resolve
 from .report import LayerResult, Report
-from ._validation import positive_int
+from ._validation import nonnegative_int, positive_int
 
 __all__ = ["analyze", "describe", "DIAGNOSTICS", "LayerPlan"]
 
@@ -42,7 +47,11 @@ def _native_examples(model, inputs):
         items = [inputs] if isinstance(inputs, str) else list(inputs)
         if not items:
             raise InputError(f"No inputs given to {type(model).__name__} — pass at least one")
-        tensor = model.loop_inputs(items)
+        try:
+            tensor = model.loop_inputs(items)
+        except (ValueError, TypeError, KeyError) as error:  # the model's own words (a malformed puzzle, ...)
+            raise InputError(f"{type(model).__name__}.loop_inputs rejected the inputs: "
+                             f"{(str(error).strip().splitlines() or [type(error).__name__])[0]}") from None
         labels = [(str(item)[:20] + "...") if len(str(item)) > 20 else str(item) for item in items]
     else:
         raise InputError(f"{type(model).__name__} runs its own loop on tensors: pass its loop_map inputs as a tensor "
@@ -60,7 +69,143 @@ def _native_map(model, example, dtype):
 
 def _resolve_diagnostics(diagnostics) -> tuple[str, ...]:
     """The registered diagnostics to run (names, in registry order; requirements and the verdict included)."""
+    if diagnostics is not None and not isinstance(diagnostics, str):
+        try:
+            diagnostics = list(diagnostics)
+        except TypeError:
+            raise ArgumentError(f"diagnostics must be a list of names, got {type(diagnostics).__name__} "
+                                f"{diagnostics!r} — pass e.g. ['lyapunov'], or None for all") from None
+        if not diagnostics:
+            # An empty subset would measure nothing but the state norms: a silently empty report.
+            raise ArgumentError("diagnostics is empty — pass None for the default set, or names such as ['lyapunov']")
+        bad = [name for name in diagnostics if not isinstance(name, str)]
+        if bad:
+            raise ArgumentError(f"diagnostics must be names (str), got {bad[0]!r} — pass e.g. ['lyapunov']")
     return tuple(diagnostic.name for diagnostic in resolve(diagnostics))
+
+
+_MODES = ("block", "attention", "loop")
+
+
+@dataclass
+class _Setup:
+    """What `analyze` and `describe` agree on before touching the inputs: the (unwrapped) model, the mode and
+    how it loops, the notes so far."""
+
+    model: nn.Module
+    mode: str
+    native: bool
+    recurrences: list
+    notes: list
+
+    @property
+    def recurrent(self) -> bool:
+        return self.mode == "loop" and not self.native
+
+
+def _setup(model, mode, layers, recurrence, eta=None) -> _Setup:
+    """Check the arguments that decide what is measured (one wording for analyze and describe); unwrap a
+    DataParallel-style wrapper."""
+    from .adapters.native import list_recurrences
+
+    model, unwrapped = unwrap_model(model)
+    if not isinstance(model, nn.Module):
+        loaded = f"transformers.AutoModel.from_pretrained({model!r})" if isinstance(model, str) else "the model object"
+        raise ArgumentError(f"model must be a torch nn.Module (a transformers model), got {type(model).__name__} — "
+                            f"pass {loaded}")
+    native = _has_native_loop(model)
+    recurrences = list_recurrences(model) if not native else []
+    if mode is not None and mode not in _MODES:
+        raise ArgumentError(f"mode must be 'block', 'attention' or 'loop', got {mode!r} — pass one of them (or None)")
+    if mode is None:
+        mode = "loop" if (native or recurrences) else "block"
+    if mode == "loop" and not (native or recurrences):
+        raise ArgumentError(f"mode='loop' needs a model with a recurrence of its own; {type(model).__name__} has "
+                            "none — use mode='block' or 'attention' (or give it the jacobiscope_recurrence protocol)")
+    if native and mode != "loop":
+        raise ArgumentError(f"{type(model).__name__} is measured through its own loop_map (one looped block): "
+                            f"mode={mode!r} does not apply — pass mode='loop' or leave it None")
+    if recurrence is not None:
+        if not isinstance(recurrence, str):
+            raise ArgumentError(f"recurrence must be a name (str), got {recurrence!r} — choose from "
+                                f"{list_recurrences(model) or 'none'}")
+        if native and recurrence != "loop":
+            raise ArgumentError(f"{type(model).__name__} has one recurrence, its loop_map ('loop'): recurrence="
+                                f"{recurrence!r} does not exist — drop recurrence")
+        if mode != "loop" and not native:
+            offered = ", ".join(recurrences) if recurrences else "none"
+            raise ArgumentError(f"recurrence={recurrence!r} chooses a looped model's recurrence in mode='loop', but "
+                                f"this run is mode={mode!r} on {type(model).__name__} (recurrences: {offered}) — drop "
+                                "recurrence" + (" or pass mode='loop'" if recurrences else ""))
+    if mode == "loop" and layers is not None and not all(_is_index(i) and operator.index(i) == 0
+                                                         for i in _as_list(layers) or [None]):
+        raise ArgumentError(f"layers={layers!r} selects blocks, but mode='loop' measures {type(model).__name__}'s own "
+                            "loop as one map (layer 0) — drop layers" + ("" if native else
+                                                                         ", or pass mode='block' to measure blocks"))
+    if eta is not None:
+        if mode != "attention":
+            raise ArgumentError(f"eta is the step size of mode='attention'; mode={mode!r} would ignore eta={eta!r} — "
+                                "drop eta or pass mode='attention'")
+        if isinstance(eta, bool) or not isinstance(eta, numbers.Real) or not math.isfinite(eta) or eta <= 0:
+            raise ArgumentError(f"eta must be a finite number > 0, got {eta!r} — pass e.g. eta=0.5 (default 1.0)")
+    return _Setup(model, mode, native, recurrences, [unwrapped] if unwrapped else [])
+
+
+def _as_list(layers):
+    if isinstance(layers, (str, bytes)) or not hasattr(layers, "__iter__") or _is_index(layers):
+        return [layers]
+    return list(layers)
+
+
+def _is_index(value) -> bool:
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, torch.Tensor):
+        return value.dim() == 0 and not value.is_floating_point() and value.dtype != torch.bool
+    try:
+        operator.index(value)  # int, numpy integers
+    except TypeError:
+        return False
+    return True
+
+
+def _check_options(k, eigen_k, spectral_samples, loops, seed=0, eigen_restarts=0, dtype=None, device=None,
+                   input_labels=None):
+    """The numeric settings, before any forward: a wrong one fails now, not after minutes of measuring."""
+    positive_int(loops, "loops")
+    positive_int(k, "k")
+    positive_int(eigen_k, "eigen_k")
+    positive_int(spectral_samples, "spectral_samples")
+    nonnegative_int(eigen_restarts, "eigen_restarts")
+    nonnegative_int(seed, "seed")
+    if dtype is not None and not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
+        raise ArgumentError(f"dtype must be a floating torch dtype, got {dtype!r} — pass torch.float32 or "
+                            "torch.float64 (or None for the model's own)")
+    if device is not None:
+        _check_device(device)
+    if input_labels is not None and (isinstance(input_labels, str) or not hasattr(input_labels, "__len__")):
+        raise ArgumentError(f"input_labels must be a list of names (one per input), got {type(input_labels).__name__} "
+                            f"{input_labels!r:.40} — pass e.g. [{input_labels!r:.40}]")
+
+
+def _check_device(device) -> None:
+    """``device`` names a device this machine has (``"cuda"`` without CUDA fails here, not inside torch)."""
+    if not isinstance(device, (str, torch.device)):
+        raise ArgumentError(f"device must be a str or torch.device, got {type(device).__name__} {device!r} — pass "
+                            "e.g. 'cpu' or 'cuda:0'")
+    try:
+        parsed = torch.device(device)
+    except RuntimeError as error:
+        raise ArgumentError(f"device={device!r} is not a device name ({str(error).splitlines()[0]}) — pass e.g. "
+                            "'cpu' or 'cuda:0'") from None
+    if parsed.type == "meta":
+        raise ArgumentError("device='meta' holds no numbers, so nothing can be measured on it — pass 'cpu' or 'cuda'")
+    try:
+        torch.empty(1, device=parsed)
+    except (RuntimeError, AssertionError) as error:  # torch says "not compiled with CUDA" with an AssertionError
+        reason = (str(error).strip().splitlines() or [type(error).__name__])[0][:160]
+        raise ArgumentError(f"device={device!r} is not available on this machine ({reason}) — pass device='cpu' or "
+                            "leave device=None (the model's own device)") from None
 
 
 def _recurrence_map(model, example, recurrence, dtype):
@@ -76,12 +221,29 @@ def _recurrence_map(model, example, recurrence, dtype):
 
 
 def _resolve_layers(model, layers) -> list[int]:
+    """Block indices as ints, each in range and named once (negatives count from the end)."""
     path, blocks, _ = find_blocks(model)
+    count = len(blocks)
     if layers is None:
-        return list(range(len(blocks)))
-    if isinstance(layers, int):
-        layers = [layers]
-    return list(layers)
+        return list(range(count))
+    items = _as_list(layers)
+    if not items:
+        raise ArgumentError(f"layers is empty, which would measure nothing — pass None for all {count} blocks, or "
+                            f"indices in 0..{count - 1}")
+    indices = []
+    for item in items:
+        if not _is_index(item):
+            hint = " (for all blocks pass layers=None)" if isinstance(item, str) else ""
+            raise ArgumentError(f"layers must be int block indices, got {type(item).__name__} {item!r}{hint} — pass "
+                                f"e.g. layers=[0, {count - 1}]")
+        indices.append(operator.index(item))
+    resolved = [block_index(index, count, path) for index in indices]
+    repeated = sorted({block for block in resolved if resolved.count(block) > 1})
+    if repeated:
+        given = [index for index, block in zip(indices, resolved) if block == repeated[0]]
+        raise ArgumentError(f"layers names block {repeated[0]} more than once ({', '.join(map(str, given))}) — pass "
+                            "each layer once")
+    return indices
 
 
 def _versions() -> dict:
@@ -168,35 +330,28 @@ def analyze(
     gathered on every process (torch.func runs on the unwrapped model).
     """
     diagnostics = _resolve_diagnostics(diagnostics)
-    positive_int(loops, "loops")
+    _check_options(k, eigen_k, spectral_samples, loops, seed, eigen_restarts, dtype, device, input_labels)
+    setup = _setup(model, mode, layers, recurrence, eta)
+    model, mode, native, recurrences, recurrent = setup.model, setup.mode, setup.native, setup.recurrences, setup.recurrent
+    # The blocks (and the layer indices) are checked before the inputs: a bare module or a bad index is named
+    # before any tokenizer or forward runs.
+    layer_list = [0] if (native or recurrent) else _resolve_layers(model, layers)
     prepared = prepare_model(model)
-    notes = list(prepared.notes)
+    notes = setup.notes + list(prepared.notes)
     rows: list[LayerResult] = []
     started = time.perf_counter()
-    native = _has_native_loop(model)
-    from .adapters.native import list_recurrences
-
-    recurrences = list_recurrences(model) if not native else []
-    if mode is None:
-        mode = "loop" if (native or recurrences) else "block"
-    if mode == "loop" and not (native or recurrences):
-        raise ArgumentError(f"mode='loop' needs a model with a recurrence of its own; {type(model).__name__} has "
-                            "none — use mode='block' or 'attention' (or give it the jacobiscope_recurrence protocol)")
-    recurrent = mode == "loop" and not native
     try:
         if native:
             # A reference looped model exposes its own recurrence: no adapter, one "layer" (the loop itself).
             examples = _native_examples(model, inputs)
-            layer_list = [0]
-            mode = "loop"
         else:
             model_inputs = prepare_inputs(model, inputs, tokenizer, max_length=max_length)
+            notes += [note for note in model_inputs.notes if note not in notes]
             examples = model_inputs.examples()
-            layer_list = [0] if recurrent else _resolve_layers(model, layers)
         if input_labels is not None:
-            if isinstance(input_labels, str) or len(input_labels) != len(examples):
-                got = 1 if isinstance(input_labels, str) else len(input_labels)
-                raise ArgumentError(f"input_labels has {got} names for {len(examples)} inputs — give one per input")
+            if len(input_labels) != len(examples):
+                raise ArgumentError(f"input_labels has {len(input_labels)} names for {len(examples)} inputs — give "
+                                    "one per input")
             for example, name in zip(examples, input_labels):
                 example.labels[0] = str(name)
         shard, gather = _shard(examples)
@@ -270,9 +425,53 @@ def _provenance(model, rows, adapter, mode, eta, native, loops, k, diagnostics, 
 
 def _measure(looped, input_index, label, mode, loops, diagnostics, k, eigen_k, eigen_restarts, spectral_samples,
              seed) -> LayerResult:
+    _check_trajectory_memory(looped, loops, label)
+    if not bool(torch.isfinite(looped.x0).all()):
+        # The state entering this layer is already NaN/Inf (an earlier layer overflowed, or Inf weights upstream):
+        # the map cannot be measured, but the other layers can — a flagged row instead of an error for all.
+        return _unmeasured_row(looped, input_index, label, mode, loops)
     return measure(looped, looped.x0, loops=loops, diagnostics=diagnostics, k=k, eigen_k=eigen_k,
                    eigen_restarts=eigen_restarts, spectral_samples=spectral_samples, seed=seed, label=label,
                    input_index=input_index, mode=mode)
+
+
+def _unmeasured_row(looped, input_index, label, mode, loops) -> LayerResult:
+    """The row of a map whose initial state is not finite: flagged at loop 0, nothing measured."""
+    x0 = looped.x0
+    layer = looped.meta.get("layer", 0)
+    state = x0[0] if looped.batch_dims == 1 else x0
+    bad = int((~torch.isfinite(state)).sum())
+    where = "the loop" if mode == "loop" else f"layer {layer}"
+    tokens = state.shape[0] if state.dim() >= 2 else 1
+    first = float(state.double().norm() / math.sqrt(tokens))
+    return LayerResult(
+        input_index=input_index, input_label=label, layer=layer, mode=mode, eta=looped.meta.get("eta"), loops=loops,
+        state_shape=list(state.shape), dtype=str(x0.dtype).replace("torch.", ""),
+        state_norm=[first] + [math.nan] * loops, step_size=[math.nan] * loops, spectral_norm=[], eigenvalues=None,
+        eigen_loop=None, oscillation=None, lyapunov=None, clusters=None, energy=None, regime="unknown",
+        evidence={"reason": f"the state entering {where} is not finite ({bad} NaN/Inf entries)"},
+        flags=[f"NaN/Inf at loop 0: the state entering {where} has {bad} non-finite entries (an earlier layer or "
+               "the inputs overflowed) — not measured; fix the weights or inputs upstream"],
+        seconds=0.0, timings={})
+
+
+def _check_trajectory_memory(looped, loops: int, label: str) -> None:
+    """The diagnostics keep every state of the trajectory: refuse ``loops`` whose states cannot fit in memory
+    (``loops=10**9`` would otherwise run for hours and then die in the allocator)."""
+    x0 = looped.x0
+    per_state = x0[0].numel() if looped.batch_dims == 1 else x0.numel()
+    needed = (loops + 1) * per_state * x0.element_size()
+    try:
+        if x0.device.type == "cuda":
+            budget = torch.cuda.mem_get_info(x0.device)[0]
+        else:
+            budget = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError, RuntimeError):  # pragma: no cover - unknown platform: no check
+        return
+    if needed > budget:
+        raise MemoryBudgetError(f"loops={loops} keeps {loops + 1} states of {per_state} values ({needed / 1e9:.3g} GB) "
+                                f"for {label!r}, more than the {budget / 1e9:.3g} GB of memory on {x0.device.type} — "
+                                "lower loops", needed, budget)
 
 
 def _shard(examples):
@@ -366,31 +565,24 @@ def describe(model, inputs, tokenizer=None, layers=None, mode: str | None = None
     ``per_diagnostic_seconds`` holds each diagnostic's estimate, to compare with `LayerResult.timings`.
     """
     diagnostics = _resolve_diagnostics(diagnostics)
+    _check_options(k, eigen_k, spectral_samples, loops)
+    setup = _setup(model, mode, layers, recurrence)
+    model, native, recurrent = setup.model, setup.native, setup.recurrent
+    layer_list = [0] if (native or recurrent) else _resolve_layers(model, layers)
     prepared = prepare_model(model)
     plans = []
-    native = _has_native_loop(model)
-    from .adapters.native import list_recurrences
-
-    recurrences = list_recurrences(model) if not native else []
-    if mode is None:
-        mode = "loop" if (native or recurrences) else "block"
-    if mode == "loop" and not (native or recurrences):
-        raise ArgumentError(f"mode='loop' needs a model with a recurrence of its own; {type(model).__name__} has "
-                            "none — use mode='block' or 'attention' (or give it the jacobiscope_recurrence protocol)")
-    recurrent = mode == "loop" and not native
     try:
         if native:  # the model's own recurrence, exactly as analyze measures it
             examples = _native_examples(model, inputs)
         else:
             examples = prepare_inputs(model, inputs, tokenizer, max_length=max_length).examples()
-            layer_list = [0] if recurrent else _resolve_layers(model, layers)
         for index, example in enumerate(examples):
             if native:
                 maps = [_native_map(model, example, None)]
             elif recurrent:
                 maps = [_recurrence_map(prepared.model, example, recurrence, None)]
             else:
-                maps = build_maps(prepared, example, layer_list, mode, None, None)
+                maps = build_maps(prepared, example, layer_list, setup.mode, None, None)
             for looped in maps:
                 x0 = looped.x0
                 prices = _operation_seconds(looped, x0, k)

@@ -10,7 +10,13 @@ class JacobiscopeError(Exception):
     """Base class of every jacobiscope error."""
 
 
-class StepOutputError(JacobiscopeError, TypeError):
+class StepError(JacobiscopeError, TypeError):
+    """The step of a map is unusable: not a callable, it raised on a valid state, it modified its input in place,
+    it cuts the autograd graph, or it mixes trajectories that ``batch_dims`` declares independent. The error a
+    step raised itself, if any, is chained as ``__cause__``."""
+
+
+class StepOutputError(StepError):
     """A step function returned something that is not a state of the same shape and dtype."""
 
 

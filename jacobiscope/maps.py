@@ -13,8 +13,8 @@ from typing import Callable, Mapping
 import torch
 from torch import nn
 
-from .errors import ArgumentError, NonFiniteWarning, StateError, StepOutputError
-from ._validation import positive_int
+from .errors import ArgumentError, JacobiscopeError, NonFiniteWarning, StateError, StepError, StepOutputError
+from ._validation import floating_dtype, positive_int
 
 __all__ = ["LoopedMap", "as_looped_map"]
 
@@ -62,13 +62,17 @@ class LoopedMap:
         name: str | None = None,
     ):
         if isinstance(step, LoopedMap):
-            raise TypeError("step is already a LoopedMap; use it directly (or jacobiscope.as_looped_map).")
+            # Wrapping would hide the inner map's module, parameters and batch_dims from `to` / `detached`.
+            raise StepError("step is already a LoopedMap — use it directly (or jacobiscope.as_looped_map(m, "
+                            "batch_dims=...) to change its batch dims).")
         if not callable(step):
-            raise TypeError(
-                f"LoopedMap needs a callable or an nn.Module as its step, got {type(step).__name__}."
+            raise StepError(
+                f"LoopedMap needs a callable or an nn.Module as its step, got {type(step).__name__} — pass a "
+                "function state -> state or the nn.Module of one loop."
             )
-        if not isinstance(batch_dims, int) or batch_dims < 0:
-            raise ArgumentError(f"batch_dims must be a non-negative int, got {batch_dims!r}.")
+        _check_batch_dims(batch_dims)
+        if state_shape is not None:
+            state_shape = _check_state_shape(state_shape)
         self.module = step if isinstance(step, nn.Module) else None
         self._function = None if self.module is not None else step
         self.params: dict[str, torch.Tensor] | None = None
@@ -76,7 +80,7 @@ class LoopedMap:
             self.params = {**dict(self.module.named_parameters()), **dict(self.module.named_buffers())}
             _warn_if_random(self.module)
         self.batch_dims = batch_dims
-        self.state_shape = None if state_shape is None else torch.Size(state_shape)
+        self.state_shape = state_shape
         self.drive_function = drive
         self.x0 = x0
         self.name = name or _default_name(step)
@@ -163,8 +167,16 @@ class LoopedMap:
         gives reference-quality numbers. A plain callable cannot be cast from outside: the copy casts the
         states it is given, and the callable must follow the dtype of its input.
         """
+        if dtype is not None and not isinstance(dtype, torch.dtype):
+            floating_dtype(dtype, "dtype")  # a string such as "float64": ArgumentError naming torch.float64
         if dtype is not None and (not dtype.is_floating_point):
             raise StateError(f"LoopedMap.to needs a floating dtype, got {dtype}. Use torch.float32 or torch.float64.")
+        if device is not None:
+            try:
+                device = torch.device(device)
+            except (RuntimeError, TypeError) as error:
+                raise ArgumentError(f"device must be a torch.device or a name such as 'cpu' or 'cuda:0', got "
+                                    f"{device!r} — pass device='cpu'.") from error
         new = copy.copy(self)
         new.meta = dict(self.meta)
         if self.module is not None:
@@ -254,6 +266,12 @@ class LoopedMap:
             x = self.x0
         if not isinstance(x, torch.Tensor):
             raise StateError(f"A state must be a torch.Tensor, got {type(x).__name__}. Wrap it with torch.as_tensor(...).")
+        if x.layout != torch.strided:
+            raise StateError(f"A state must be a dense tensor, got layout {x.layout} — pass x.to_dense().")
+        if x.device.type == "meta":
+            # A meta tensor has a shape but no values: every check below would fail inside torch.
+            raise StateError("A state must hold values, got a tensor on the 'meta' device — pass a real tensor "
+                             "(e.g. on 'cpu').")
         if not x.dtype.is_floating_point:
             raise StateError(
                 f"A state must have a floating dtype to be differentiated, got {x.dtype}. "
@@ -263,6 +281,14 @@ class LoopedMap:
             raise StateError(
                 f"The map '{self.name}' has batch_dims={self.batch_dims}, but the state has only {x.dim()} "
                 f"dimension(s) (shape {tuple(x.shape)})."
+            )
+        if x.numel() == 0:
+            # An empty state has no Jacobian (D = 0) and no trajectories to measure; the solvers would fail deep
+            # inside (Lanczos's "unreachable", reshape of 0 elements), so refuse it here with its shape.
+            what = "no trajectories" if x.shape[: self.batch_dims].numel() == 0 else "no entries per trajectory"
+            raise StateError(
+                f"The state of '{self.name}' is empty: shape {tuple(x.shape)} with batch_dims={self.batch_dims} has "
+                f"{what} — pass a state with at least one entry (and one trajectory)."
             )
         if self.state_shape is not None and x.shape[self.batch_dims:] != self.state_shape:
             raise StateError(
@@ -279,8 +305,33 @@ class LoopedMap:
         return x
 
     def checked_step(self, x: torch.Tensor, t: int = 1) -> torch.Tensor:
-        """Apply one loop outside any transform and check that the result is a state like ``x``."""
-        out = self.step(x)
+        """Apply one loop outside any transform and check that the result is a state like ``x``.
+
+        The step runs on a copy of ``x``, so a step that works in place cannot overwrite the caller's state before
+        it is caught (`StepError`); an exception the step raises comes back as `StepError` naming the state it
+        was given, with the original chained.
+        """
+        probe = x.detach().clone()
+        version = probe._version
+        try:
+            out = self.step(probe)
+        except (JacobiscopeError, MemoryError, _OutOfMemoryError):
+            raise
+        except Exception as error:  # noqa: BLE001 - re-raised with the state it failed on, the cause chained
+            first = (str(error).strip().splitlines() or [""])[0]
+            raise StepError(
+                f"The step of '{self.name}' raised {type(error).__name__} (loop {t}) on a state of shape "
+                f"{tuple(x.shape)}, {x.dtype}, on {x.device}: {first} — fix the step, or pass a state it accepts "
+                f"(one tensor [*batch({self.batch_dims} dims), *state])."
+            ) from error
+        # An in-place step (x.mul_(0.5)) returns its input: a trajectory would hold one tensor many times and the
+        # caller's x0 would be overwritten. The version counter catches in-place ops, the comparison `.data` ones.
+        if probe._version != version or not _same_values(probe, x):
+            raise StepError(
+                f"The step of '{self.name}' modified its input state in place (loop {t}); a looped map must leave "
+                "its input untouched — return a new tensor (x * 0.5, not x.mul_(0.5); no inplace=True activations "
+                "on the input)."
+            )
         check_step_output(self, x, out, t)
         return out
 
@@ -296,6 +347,46 @@ class LoopedMap:
         return f"LoopedMap(name={self.name!r}, step={kind}, batch_dims={self.batch_dims}, dtype={self._dtype})"
 
 
+def check_independent_trajectories(looped_map: LoopedMap, x: torch.Tensor, out: torch.Tensor, what: str) -> None:
+    """Raise `StepError` when the step of a batched map lets one trajectory move another.
+
+    ``batch_dims`` declares the leading dimensions independent trajectories, and every per-trajectory result
+    (block-diagonal Jacobian, one exponent per row) relies on it; a step that mixes rows (``x + x.mean(0)``,
+    batch norm in training mode) would give per-row numbers that are silently wrong. One extra forward: perturb
+    the first trajectory and check that the others' outputs do not move. ``out`` is ``F(x)``.
+    """
+    batch = int(looped_map.batch_shape(x).numel())
+    if looped_map.batch_dims == 0 or batch < 2:
+        return
+    flat = x.detach().reshape(batch, -1)
+    generator = torch.Generator(device="cpu").manual_seed(0)
+    direction = torch.randn(flat.shape[1], generator=generator, dtype=torch.float64).to(device=x.device,
+                                                                                        dtype=x.dtype)
+    scale = 1e-3 * max(1.0, float(flat[0].abs().max()))
+    moved = flat.clone()
+    moved[0] = moved[0] + scale * direction / direction.norm()
+    with torch.no_grad():
+        other = looped_map.step(moved.reshape(x.shape))
+        reference = out.detach()
+        if not isinstance(other, torch.Tensor) or other.shape != x.shape:
+            return  # check_step_output has already judged the output; a shape-changing second call is not ours
+        before, after = reference.reshape(batch, -1), other.reshape(batch, -1)
+        rest_before, rest_after = before[1:], after[1:]
+        finite = torch.isfinite(rest_before)
+        shift = torch.where(finite, (rest_after - rest_before).abs(), torch.zeros_like(rest_before))
+        shift = torch.where(finite & ~torch.isfinite(rest_after), torch.full_like(shift, math.inf), shift)
+        drift = float(shift.max())
+        response = float(torch.nan_to_num((after[0] - before[0]).abs(), nan=0.0, posinf=0.0).max())
+        noise = 64 * torch.finfo(x.dtype).eps * (1.0 + float(torch.nan_to_num(rest_before.abs(), posinf=0).max()))
+    if drift > max(noise, 1e-3 * response):
+        raise StepError(
+            f"{what}: the step of '{looped_map.name}' mixes the trajectories of the batch — moving trajectory 0 "
+            f"moved the others' outputs by up to {drift:.2e} — but batch_dims={looped_map.batch_dims} declares "
+            "them independent (per-trajectory results would be wrong). Fix the step (no mean/norm over the batch "
+            "dimension, no dropout: model.eval()), or pass one trajectory at a time."
+        )
+
+
 def as_looped_map(step, *, batch_dims: int | None = None) -> LoopedMap:
     """Return ``step`` as a `LoopedMap` (unchanged if it already is one).
 
@@ -305,6 +396,8 @@ def as_looped_map(step, *, batch_dims: int | None = None) -> LoopedMap:
         >>> jacobiscope.as_looped_map(lambda x: x, batch_dims=1).batch_dims
         1
     """
+    if batch_dims is not None:
+        _check_batch_dims(batch_dims)
     if isinstance(step, LoopedMap):
         if batch_dims is not None and batch_dims != step.batch_dims:
             new = copy.copy(step)
@@ -361,6 +454,35 @@ def require_precision(x: torch.Tensor, what: str) -> None:
 
 
 _positive_int = positive_int
+
+# torch.OutOfMemoryError (a RuntimeError) must pass through `checked_step` unwrapped, as MemoryError does.
+_OutOfMemoryError = getattr(torch, "OutOfMemoryError", MemoryError)
+
+
+def _check_batch_dims(batch_dims) -> None:
+    # bool is an int subclass, but batch_dims=True is a mistake, not 1
+    if isinstance(batch_dims, bool) or not isinstance(batch_dims, int) or batch_dims < 0:
+        raise ArgumentError(f"batch_dims must be a non-negative int, got {batch_dims!r} — pass 0 for a single "
+                            "trajectory, 1 for a leading batch dimension.")
+
+
+def _check_state_shape(state_shape) -> torch.Size:
+    try:
+        shape = torch.Size(state_shape)
+    except (TypeError, ValueError, RuntimeError) as error:
+        raise ArgumentError(f"state_shape must be a tuple of non-negative ints, got {state_shape!r} — pass e.g. "
+                            "state_shape=(81, 128).") from error
+    if any(size < 0 for size in shape):
+        raise ArgumentError(f"state_shape must be a tuple of non-negative ints, got {state_shape!r} — pass e.g. "
+                            "state_shape=(81, 128).")
+    return shape
+
+
+def _same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether two tensors of one shape hold the same values, NaN equal to NaN (one host sync)."""
+    if a.is_floating_point() or a.is_complex():
+        return bool(((a == b) | (torch.isnan(a) & torch.isnan(b))).all())
+    return bool((a == b).all())
 
 
 def _default_name(step) -> str:

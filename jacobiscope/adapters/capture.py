@@ -11,6 +11,8 @@ import inspect
 import torch
 from torch import nn
 
+from ..errors import JacobiscopeError
+from .inputs import InputError
 from .spec import AdapterError
 
 __all__ = ["capture_calls", "ReplayedModule", "strip_caches", "in_dtype_of"]
@@ -70,13 +72,18 @@ def capture_calls(model: nn.Module, model_kwargs: dict, targets: list[nn.Module]
     kwargs = dict(model_kwargs)
     if _accepts(model.forward, "use_cache") and "use_cache" not in kwargs:
         config = getattr(model, "config", None)
-        if config is None or hasattr(config, "use_cache"):
+        # Composite (vision-language) configs keep use_cache on their text config.
+        if config is None or hasattr(config, "use_cache") or hasattr(getattr(config, "text_config", None), "use_cache"):
             kwargs["use_cache"] = False
     try:
         with torch.no_grad():
             model(**kwargs)
     except _CaptureComplete:
         pass
+    except (JacobiscopeError, MemoryError, torch.OutOfMemoryError):
+        raise  # ours already say what to do; running out of memory is not the inputs' fault
+    except Exception as error:  # noqa: BLE001 - the model's own forward rejected the inputs: say so, in one line
+        raise forward_failure(model, error) from None
     finally:
         for handle in handles:
             handle.remove()
@@ -88,6 +95,21 @@ def capture_calls(model: nn.Module, model_kwargs: dict, targets: list[nn.Module]
             "model does not use for these inputs. Check the spec with jacobiscope.check_adapter(model)."
         )
     return [records[i] for i in range(len(targets))]
+
+
+def forward_failure(model: nn.Module, error: Exception) -> InputError:
+    """The `InputError` for a model whose own forward failed on the inputs (before any block was replayed): the
+    model's message in one line, and what to check. The original exception is kept as ``.original``."""
+    reason = (str(error).strip().splitlines() or [""])[0][:240]
+    config = getattr(model, "config", None)
+    hint = "check that the inputs are what the model takes (token ids below its vocabulary, no longer than its positions, images of its size)"
+    if getattr(config, "is_encoder_decoder", False):
+        hint = ("an encoder-decoder needs decoder inputs to run its decoder: pass {'input_ids': ..., "
+                "'decoder_input_ids': ...}, or analyse its encoder (model.get_encoder())")
+    failure = InputError(f"{type(model).__name__}'s own forward failed on these inputs ({type(error).__name__}: "
+                         f"{reason}) — {hint}")
+    failure.original = error
+    return failure
 
 
 def hidden_state_of(args: tuple, kwargs: dict) -> torch.Tensor:

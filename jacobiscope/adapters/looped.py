@@ -12,7 +12,7 @@ from .capture import ReplayedModule, capture_calls, hidden_state_of
 from .inputs import ModelInputs, prepare_inputs
 from .spec import AdapterError, find_blocks
 
-__all__ = ["looped_block", "LoopedAttention", "prepare_model", "PreparedModel", "block_index"]
+__all__ = ["looped_block", "LoopedAttention", "prepare_model", "PreparedModel", "block_index", "unwrap_model"]
 
 _FORWARD_AD_SAFE = ("eager", "sdpa")  # sdpa runs forward-mode AD through its math backend (see linalg.operators)
 _HALF = (torch.float16, torch.bfloat16)
@@ -63,6 +63,33 @@ def _model_device_and_dtype(model: nn.Module):
     return parameter.device, parameter.dtype
 
 
+def unwrap_model(model):
+    """``(the model inside a training wrapper, a note or None)``.
+
+    ``DataParallel`` / ``DistributedDataParallel`` (and accelerate's or DeepSpeed's engines, which follow them)
+    keep the model in ``.module``; ``torch.compile`` in ``._orig_mod``. The wrapper has no ``config`` and no
+    blocks of its own, and its forward may scatter across devices, so the diagnostics run on the inner model (the
+    same weights).
+    """
+    note = None
+    seen = 0
+    while seen < 4 and not _is_measurable(model):
+        inner = getattr(model, "module", None)
+        if not isinstance(inner, nn.Module):
+            inner = getattr(model, "_orig_mod", None)
+        if not isinstance(inner, nn.Module) or inner is model:
+            break
+        note = f"{type(model).__name__} wrapper unwrapped: measured its inner {type(inner).__name__} (same weights)"
+        model, seen = inner, seen + 1
+    return model, note
+
+
+def _is_measurable(model) -> bool:
+    """A model jacobiscope reads directly: a transformers model (config), or one with a loop of its own."""
+    return (getattr(model, "config", None) is not None or callable(getattr(model, "loop_map", None))
+            or bool(getattr(model, "jacobiscope_recurrences", None)))
+
+
 def prepare_model(model: nn.Module, attn_implementation: str | None = None) -> PreparedModel:
     """Check the model and put it in a state the diagnostics can use; say what was changed.
 
@@ -71,9 +98,10 @@ def prepare_model(model: nn.Module, attn_implementation: str | None = None) -> P
     because the masks a block receives depend on the attention implementation.
     """
     if not isinstance(model, nn.Module):
-        raise TypeError(f"Expected a transformers model (an nn.Module), got {type(model).__name__}.")
-    device, _ = _model_device_and_dtype(model)
-    if device.type == "meta":
+        loaded = f"transformers.AutoModel.from_pretrained({model!r})" if isinstance(model, str) else "the model object"
+        raise AdapterError(f"Expected a transformers model (an nn.Module), got {type(model).__name__} — pass {loaded}")
+    # Any meta parameter, not only the first: a half-materialized model (device_map offload) fails the same way.
+    if any(parameter.is_meta for parameter in model.parameters()):
         raise AdapterError(
             "The model's weights are on the meta device (not loaded): its Jacobian is undefined. Load it with "
             "from_pretrained(...) without device_map='meta'/init_empty_weights, or materialize it before analysing."
@@ -121,9 +149,11 @@ def _eager_experts(model, config, notes: list, restore: list) -> None:
 
 def block_index(layer: int, count: int, path: str) -> int:
     if isinstance(layer, bool) or not isinstance(layer, int):
-        raise AdapterError(f"layer must be an int, got {layer!r}.")
+        raise AdapterError(f"layer must be an int block index, got {type(layer).__name__} {layer!r} — pass e.g. "
+                           f"layer=0 (0..{count - 1}, negatives count from the end)")
     if not -count <= layer < count:
-        raise AdapterError(f"layer {layer} is out of range: the model has {count} blocks at '{path}' (0..{count - 1}).")
+        raise AdapterError(f"layer {layer} is out of range: the model has {count} blocks at '{path}' (0..{count - 1}) — "
+                           f"pass 0..{count - 1} (or -1..-{count} from the end).")
     return layer % count
 
 
@@ -148,7 +178,8 @@ def build_maps(prepared: PreparedModel, model_inputs: ModelInputs, layers: list[
     """Capture once, then build one `LoopedMap` per requested layer (internal to `looped_block` / `analyze`)."""
     model = prepared.model
     if mode not in ("block", "attention"):
-        raise AdapterError(f"mode must be 'block' or 'attention', got {mode!r}.")
+        raise AdapterError(f"mode must be 'block' or 'attention', got {mode!r} — pass one of them (a model's own loop: "
+                           "jacobiscope.native_loop).")
     path, blocks, spec = find_blocks(model)
     indices = [block_index(layer, len(blocks), path) for layer in layers]
     targets, parts = [], []
@@ -246,7 +277,10 @@ def looped_block(model: nn.Module, inputs, layer: int, mode: str = "block", eta:
 
     The model is put in eval mode (and its attention switched when needed); the map shares the block's weights.
     """
+    model, unwrapped = unwrap_model(model)
     prepared = prepare_model(model, attn_implementation)
+    if unwrapped:
+        prepared.notes.insert(0, unwrapped)
     for note in prepared.notes:
         if note.startswith(("model switched", "attention implementation switched")):
             warnings.warn(f"jacobiscope: {note}.", RuntimeWarning, stacklevel=2)

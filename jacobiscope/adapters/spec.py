@@ -162,12 +162,14 @@ def _module_lists(model: nn.Module):
 def _generic_block_names(model: nn.Module) -> set[str]:
     names = set(getattr(model, "_no_split_modules", None) or ())
     recorded = (getattr(model, "_can_record_outputs", None) or {}).get("hidden_states")
-    if isinstance(recorded, type):
-        names.add(recorded.__name__)
-    elif recorded is not None and getattr(recorded, "target_class", None) is not None:
-        target = recorded.target_class
-        # Some families record hidden states from several block classes (a tuple): each is a candidate.
-        names.update(cls.__name__ for cls in (target if isinstance(target, (tuple, list)) else (target,)))
+    # A class, a recorder, or a list of them (wav2vec2: the plain and the stable-layer-norm encoder layer).
+    for recorded in recorded if isinstance(recorded, (tuple, list)) else (recorded,):
+        if isinstance(recorded, type):
+            names.add(recorded.__name__)
+        elif recorded is not None and getattr(recorded, "target_class", None) is not None:
+            target = recorded.target_class
+            # Some families record hidden states from several block classes (a tuple): each is a candidate.
+            names.update(cls.__name__ for cls in (target if isinstance(target, (tuple, list)) else (target,)))
     return names
 
 
@@ -201,6 +203,13 @@ def find_blocks(model: nn.Module) -> tuple[str, nn.ModuleList, AdapterSpec | Non
             path, module_list = max(matching, key=lambda item: len(item[1]))
             return path, module_list, spec
     found = ", ".join(f"{p or '<root>'} ({len(ml)} x {type(ml[0]).__name__})" for p, ml in lists[:6]) or "no nn.ModuleList at all"
+    if getattr(model, "config", None) is None and not lists:
+        # A bare module (nn.Linear, a torch MLP): no config to register an adapter under, no blocks to loop.
+        raise AdapterError(
+            f"{type(model).__name__} is not a transformers model (no config) and has no repeated blocks (no "
+            "nn.ModuleList) — pass a transformers model, a model with a loop of its own (loop_map or "
+            "jacobiscope_recurrences), or measure a plain map with jacobiscope.measure(step, x0)."
+        )
     model_type = getattr(getattr(model, "config", None), "model_type", "?")
     raise AdapterError(
         f"Could not find the repeated blocks of {type(model).__name__} (model_type '{model_type}'): no spec in "

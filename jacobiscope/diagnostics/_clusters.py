@@ -18,9 +18,14 @@ class Clusters(Diagnostic):
     def compute(self, context: MeasureContext):
         from ..dynamics.clusters import token_order_parameters
 
-        if context.states.dim() < 3:
-            return None  # no token axis: a state must be [tokens, features] for token clusters
-        order = token_order_parameters(context.states[: context.last_finite + 1])
+        states = context.states[: context.last_finite + 1]
+        # A model's own loop keeps its batch axis of one in the state ([1, tokens, features]): drop such axes, so
+        # every loop gets one set of order parameters (not a list per leading axis).
+        while states.dim() > 3 and states.shape[1] == 1:
+            states = states.squeeze(1)
+        if states.dim() != 3:
+            return None  # no token axis (or several examples in one state): a state must be [tokens, features]
+        order = token_order_parameters(states)
         return ClusterMeasurement(top_eigenvalue=order.top_eigenvalue.tolist(),
                              effective_clusters=order.effective_clusters.tolist(),
                              cluster_count=[int(c) for c in order.cluster_count.tolist()])

@@ -9,7 +9,7 @@ import torch
 
 from ..errors import ArgumentError, ConvergenceWarning, NonFiniteWarning
 from ._base import MeasureContext, resolve
-from .._validation import positive_int
+from .._validation import floating_dtype, nonnegative_int, positive_int, seed_int
 
 __all__ = ["measure"]
 
@@ -70,7 +70,7 @@ def measure(looped_map, x0=None, *, loops: int = 32, diagnostics=None, k: int = 
     """
     from ..report import LayerResult
 
-    positive_int(loops, "loops")
+    _check_arguments(loops, diagnostics, k, eigen_k, eigen_restarts, spectral_samples, seed, dtype, options)
     chosen = resolve(diagnostics)
     started = time.perf_counter()
     looped, x0 = _one_trajectory(looped_map, x0)
@@ -106,6 +106,28 @@ def measure(looped_map, x0=None, *, loops: int = 32, diagnostics=None, k: int = 
         clusters=values.get("clusters"), energy=values.get("energy"), regime=values.get("regime", "unknown"),
         evidence=values.get("evidence", {}), flags=context.flags, seconds=time.perf_counter() - started,
         extra=extra or None, timings=timings)
+
+
+def _check_arguments(loops, diagnostics, k, eigen_k, eigen_restarts, spectral_samples, seed, dtype, options) -> None:
+    """Every argument of `measure`, named as measure knows it, before any loop runs (a bad ``eigen_k`` used to
+    surface as "k must be ..." from the eigen solver, spectral_samples=0 as an empty list)."""
+    positive_int(loops, "loops")
+    if diagnostics is not None:
+        names = [diagnostics] if isinstance(diagnostics, str) else diagnostics
+        if not isinstance(names, (list, tuple)) or not all(isinstance(name, str) for name in names):
+            raise ArgumentError(f"diagnostics must be None, a name or a list of names, got {diagnostics!r} — pass "
+                                "e.g. diagnostics=['spectral_norm', 'lyapunov'] (jacobiscope.list_diagnostics()).")
+        if not names:
+            raise ArgumentError("diagnostics=[] selects nothing to measure — pass None for the defaults, names from "
+                                "jacobiscope.list_diagnostics(), or ['regime'] for state norms and the verdict only.")
+    for value, name in ((k, "k"), (eigen_k, "eigen_k"), (spectral_samples, "spectral_samples")):
+        positive_int(value, name)
+    nonnegative_int(eigen_restarts, "eigen_restarts")
+    seed_int(seed)
+    floating_dtype(dtype, "dtype")
+    if options is not None and not isinstance(options, dict):
+        raise ArgumentError(f"options must be a dict of diagnostic settings, got {type(options).__name__} — pass e.g. "
+                            "options={'basin_starts': 16}.")
 
 
 def _context(looped, x0, loops: int, options: dict) -> MeasureContext:

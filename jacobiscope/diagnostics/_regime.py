@@ -1,8 +1,21 @@
 """The regime verdict (`jacobiscope.dynamics.Regime`) from what the other diagnostics measured."""
 from __future__ import annotations
 
+import math
+
 from ._base import Diagnostic, MeasureContext
 from ._results import RegimeMeasurement
+
+
+def _first_nonfinite_derivative(norms, eigen, lyapunov) -> int | None:
+    """The first loop at which a Jacobian measurement came out NaN/Inf, or None."""
+    loops = [s["loop"] for s in (norms.samples if norms else []) if not math.isfinite(s["value"])]
+    if eigen is not None and not all(math.isfinite(v) for pair in eigen.values for v in pair):
+        loops.append(eigen.loop)
+    if lyapunov is not None and lyapunov.history:
+        # history[t] is the running estimate after the tangents went through the Jacobian at loop t
+        loops += [t for t, row in enumerate(lyapunov.history) if not all(math.isfinite(v) for v in row)][:1]
+    return min(loops) if loops else None
 
 
 class Regime(Diagnostic):
@@ -30,6 +43,13 @@ class Regime(Diagnostic):
             eigenvalues=eigen.complex_values if eigen and eigen.loop == last else None,
             spectral_norm=final_norm[0] if final_norm else None,
         )
+        if context.nonfinite_loop < 0:
+            loop = _first_nonfinite_derivative(norms, eigen, lyapunov)
+            if loop is not None:
+                # The states stayed finite but a derivative overflowed (a huge eta, an RMSNorm of an Inf sum that
+                # returns 0): without a flag the row would show NaN numbers and a verdict with no reason given.
+                context.flags.append(f"Jacobian NaN/Inf at loop {loop} (the states stay finite) — the results that "
+                                     "use it are NaN; compute in float64 (dtype=torch.float64) or check the weights")
         return RegimeMeasurement(verdict.regime, dict(verdict.evidence))
 
     def fields(self, result) -> dict:

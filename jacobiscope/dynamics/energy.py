@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from ..errors import StateError
+from ..errors import ArgumentError, StateError
 from ..maps import LoopedMap
 
 __all__ = ["pseudo_energy"]
@@ -35,7 +35,14 @@ def pseudo_energy(states: torch.Tensor, drive, *, batch_dims: int | None = None)
     energy-admitting attention it decreases along the loop; for a general one it is a monitor, not a Lyapunov
     function.
     """
+    if not isinstance(states, torch.Tensor):
+        raise StateError(f"states must be a torch.Tensor [T, *batch, *state] or [*batch, *state], got "
+                         f"{type(states).__name__} — pass e.g. looped_map.trajectory(x0, steps).")
+    if states.is_complex() or states.dtype == torch.bool:
+        raise StateError(f"states must be real numbers, got {states.dtype} — pass states.float().")
     if isinstance(drive, LoopedMap):
+        if batch_dims is not None:
+            _check_keep(batch_dims, states)
         looped_map = drive
         if looped_map.state_shape is not None:
             per_call_dims = looped_map.batch_dims + len(looped_map.state_shape)
@@ -51,8 +58,20 @@ def pseudo_energy(states: torch.Tensor, drive, *, batch_dims: int | None = None)
             Y = torch.stack([looped_map.drive(state) for state in flat]).reshape(states.shape)
         keep = extra + looped_map.batch_dims
     else:
-        Y = torch.as_tensor(drive)
-        keep = batch_dims or 0
+        if not isinstance(drive, torch.Tensor):
+            raise StateError(f"drive must be a tensor shaped like the states or a LoopedMap with a drive, got "
+                             f"{type(drive).__name__} — pass the drive Y_t, or the map.")
+        Y = drive
+        # A negative or too large batch_dims used to sum over the wrong dimensions without a word.
+        keep = 0 if batch_dims is None else _check_keep(batch_dims, states)
     if Y.shape != states.shape:
         raise StateError(f"The drive Y must have the shape of the states, {tuple(states.shape)}; got {tuple(Y.shape)}.")
     return -(states * Y).reshape(*states.shape[:keep], -1).sum(-1)
+
+
+def _check_keep(batch_dims, states: torch.Tensor) -> int:
+    if isinstance(batch_dims, bool) or not isinstance(batch_dims, int) or not 0 <= batch_dims <= states.dim():
+        raise ArgumentError(f"batch_dims must be an int in [0, {states.dim()}] for states of shape "
+                            f"{tuple(states.shape)}, got {batch_dims!r} — pass the number of leading dims that index "
+                            "separate states (0: one energy).")
+    return batch_dims

@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 import torch
 
 from ..errors import ArgumentError, NonFiniteWarning
-from ..linalg.operators import forward_ad_context, jacobian_matmat, jvp
+from ..linalg.operators import check_map_at, forward_ad_context, jacobian_matmat, jvp
 from ..maps import LoopedMap, as_looped_map, require_precision
-from .._validation import nonnegative_int, positive_int
+from .._validation import floating_dtype, nonnegative_int, optional_positive_int, positive_int, positive_number, seed_int
 
 __all__ = ["lyapunov_spectrum", "LyapunovResult", "kaplan_yorke_dimension"]
 
@@ -120,26 +120,35 @@ def lyapunov_spectrum(
     References: Benettin, Galgani, Giorgilli & Strelcyn, Meccanica 15 (1980); Shimada & Nagashima, Prog. Theor.
     Phys. 61 (1979); Kaplan & Yorke, LNM 730 (1979).
     """
+    # Arguments first (cheap), then the state, then one checked step: nothing runs on a bad call.
+    if method not in ("qr", "two_trajectory"):
+        raise ArgumentError(f"method must be 'qr' or 'two_trajectory', got {method!r}.")
+    for name, value in (("steps", steps), ("reorth_every", reorth_every)):
+        positive_int(value, name)
+    nonnegative_int(transient, "transient")
+    positive_int(k, "k")
+    if method == "two_trajectory" and k != 1:
+        raise ArgumentError("method='two_trajectory' estimates the largest exponent only: use k=1.")
+    seed = seed_int(seed)
+    optional_positive_int(chunk_size, "chunk_size")
+    perturbation = positive_number(perturbation, "perturbation")  # 0 or NaN gave NaN exponents without a word
+    floating_dtype(dtype, "dtype")
     looped_map = as_looped_map(step, batch_dims=batch_dims).detached()
     if dtype is not None:
         looped_map = looped_map.to(dtype=dtype)
     x = looped_map.prepare_state(x0)
     require_precision(x, "lyapunov_spectrum")
-    for name, value in (("steps", steps), ("reorth_every", reorth_every)):
-        positive_int(value, name)
-    nonnegative_int(transient, "transient")
     size = looped_map.state_size(x)
-    positive_int(k, "k")
     if k > size:
         raise ArgumentError(
             f"k={k} tangent vectors cannot exceed the state size D={size}: a D-dimensional map has D exponents. "
             f"Use k<={size}."
         )
-    if method not in ("qr", "two_trajectory"):
-        raise ArgumentError(f"method must be 'qr' or 'two_trajectory', got {method!r}.")
-    if method == "two_trajectory" and k != 1:
-        raise ArgumentError("method='two_trajectory' estimates the largest exponent only: use k=1.")
-    looped_map.checked_step(x)
+    if tangents is not None:
+        _check_tangents(tangents, x, k, looped_map)
+    # No graph for weights a plain-callable map closes over (detached() reaches only an nn.Module's parameters).
+    with torch.no_grad():
+        check_map_at(looped_map, x, "lyapunov_spectrum", derivatives=method == "qr")
     meta = {
         "map": looped_map.name,
         "steps": steps,
@@ -212,12 +221,35 @@ def _orthonormalize(Y: torch.Tensor):
     return Q * signs.unsqueeze(1), diagonal.abs().log()
 
 
+def _check_tangents(tangents, x, k, looped_map) -> None:
+    """An initial frame ``[k, *batch, *state]``, finite, with ``k`` independent vectors per trajectory.
+
+    A zero or dependent frame has a zero ``R_ii``: its exponent would be ``log 0`` and come back NaN (flagged as if
+    the orbit had diverged), so it is refused here with the reason.
+    """
+    expected = (k, *x.shape)
+    if not isinstance(tangents, torch.Tensor):
+        raise ArgumentError(f"tangents must be a torch.Tensor of shape {list(expected)} ([k, *batch, *state]), got "
+                            f"{type(tangents).__name__} — pass e.g. final_tangents of a previous run, or None.")
+    if tuple(tangents.shape) != expected:
+        raise ArgumentError(f"tangents must have shape {list(expected)} ([k, *batch, *state]), got "
+                            f"{list(tangents.shape)} — pass final_tangents of a previous run with the same k, or None.")
+    if tangents.is_complex() or tangents.dtype == torch.bool:
+        raise ArgumentError(f"tangents must be real, got {tangents.dtype} — pass a float tensor, or None.")
+    batch = int(looped_map.batch_shape(x).numel())
+    frame = tangents.detach().to(device=x.device, dtype=torch.float64).reshape(k, batch, -1).permute(1, 2, 0)
+    if not bool(torch.isfinite(frame).all()):
+        raise ArgumentError("tangents contain NaN or Inf — pass a finite frame, or None for a random one.")
+    singular = torch.linalg.svdvals(frame)  # [batch, k], descending
+    rank_tol = singular[:, :1] * max(frame.shape[1], k) * torch.finfo(x.dtype).eps
+    if not bool((singular[:, -1] > rank_tol[:, 0]).all()):
+        raise ArgumentError(f"tangents must hold k={k} linearly independent vectors per trajectory (a zero or "
+                            "repeated vector has no exponent) — pass an independent frame, or None for a random one.")
+
+
 def _initial_frame(x, batch, size, k, seed, tangents, looped_map):
     if tangents is not None:
-        expected = (k, *x.shape)
-        if tuple(tangents.shape) != expected:
-            raise ArgumentError(f"tangents must have shape {list(expected)} ([k, *batch, *state]), got {list(tangents.shape)}.")
-        Y = tangents.to(x.dtype).reshape(k, batch, size).permute(1, 2, 0)
+        Y = tangents.to(device=x.device, dtype=x.dtype).reshape(k, batch, size).permute(1, 2, 0)
     else:
         # Drawn in float64 whatever the compute dtype, so float32 and float64 runs start from the same frame.
         generator = torch.Generator(device=x.device).manual_seed(seed)
@@ -355,7 +387,20 @@ def kaplan_yorke_dimension(exponents: torch.Tensor, state_size: int | None = Non
     ``state_size`` when all ``D`` exponents sum to ``>= 0``; NaN when fewer than ``D`` exponents were computed
     and they still sum to ``>= 0`` (the dimension is at least ``k``: compute more exponents).
     """
-    exponents = torch.as_tensor(exponents)
+    if not isinstance(exponents, torch.Tensor):
+        try:
+            exponents = torch.as_tensor(exponents, dtype=torch.float64)
+        except (TypeError, ValueError, RuntimeError) as error:
+            raise ArgumentError(f"exponents must be numbers [..., k], got {type(exponents).__name__} — pass e.g. "
+                                "result.exponents.") from error
+    if exponents.dim() == 0 or exponents.shape[-1] == 0:
+        # No exponent, no dimension: an empty input gave a silent NaN.
+        raise ArgumentError(f"kaplan_yorke_dimension needs at least one exponent [..., k >= 1], got shape "
+                            f"{tuple(exponents.shape)} — pass e.g. result.exponents.")
+    if exponents.is_complex() or exponents.dtype == torch.bool:
+        raise ArgumentError(f"exponents must be real, got {exponents.dtype} — pass e.g. result.exponents.")
+    if not exponents.is_floating_point():
+        exponents = exponents.to(torch.float64)
     k = exponents.shape[-1]
     partial = torch.cumsum(exponents, dim=-1)
     nonnegative = partial >= 0

@@ -3,7 +3,11 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+import math
+
 import torch
+
+from ..errors import ArgumentError
 
 __all__ = ["oscillation_measures", "OscillationMeasures"]
 
@@ -64,12 +68,29 @@ def oscillation_measures(eigenvalues, *, imag_tol: float = 1e-6, unit_tol: float
     (oscillatory) eigenvalues of the looped map's Jacobian inside the unit circle; ``complex_fraction`` and
     ``outside_unit_circle_fraction`` make that visible.
     """
+    for value, name in ((imag_tol, "imag_tol"), (unit_tol, "unit_tol")):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+            raise ArgumentError(f"{name} must be a finite number >= 0, got {value!r} — pass e.g. {name}=1e-6.")
     values = eigenvalues if isinstance(eigenvalues, torch.Tensor) else getattr(eigenvalues, "values", eigenvalues)
-    values = torch.as_tensor(values)
+    try:
+        values = torch.as_tensor(values)
+    except (TypeError, ValueError, RuntimeError) as error:
+        raise ArgumentError(f"eigenvalues must be a tensor of numbers [*batch, k] or an EigenResult, got "
+                            f"{type(values).__name__} — pass e.g. jacobian_eigenvalues(...).values.") from error
+    if values.dtype == torch.bool:
+        raise ArgumentError("eigenvalues must be numbers, got a bool tensor — pass e.g. jacobian_eigenvalues(...).values.")
+    if not (values.is_complex() or values.is_floating_point()):
+        values = values.to(torch.float64)  # integer eigenvalues are eigenvalues; torch.complex wants floats
+    if values.dtype in (torch.float16, torch.bfloat16):
+        values = values.float()
     if not values.is_complex():
         values = torch.complex(values, torch.zeros_like(values))
     if values.dim() == 0:
         values = values.reshape(1)
+    if values.shape[-1] == 0:
+        # max over an empty k failed with an IndexError; no eigenvalue has no spectral radius.
+        raise ArgumentError(f"oscillation_measures needs at least one eigenvalue [*batch, k >= 1], got shape "
+                            f"{tuple(values.shape)} — pass e.g. jacobian_eigenvalues(...).values.")
     modulus = values.abs()
     imaginary = values.imag.abs()
     oscillatory = imaginary > imag_tol * modulus.clamp_min(1.0)

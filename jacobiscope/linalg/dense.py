@@ -4,9 +4,12 @@ from __future__ import annotations
 import torch
 from torch.func import vmap
 
+import math
+
 from ..errors import ArgumentError, MemoryBudgetError
 from ..maps import as_looped_map
-from .operators import JacobianOperator, jacobian_matmat
+from .._validation import positive_int
+from .operators import JacobianOperator, check_map_at, jacobian_matmat
 
 __all__ = ["jacobian", "DEFAULT_MAX_BYTES", "dense_bytes", "check_dense_budget"]
 
@@ -20,8 +23,16 @@ def dense_bytes(batch: int, state_size: int, dtype: torch.dtype) -> int:
     return batch * state_size * state_size * itemsize
 
 
+def check_max_bytes(max_bytes) -> None:
+    """``max_bytes`` must be a number of bytes >= 0 (a string such as "1GB" would fail inside a comparison)."""
+    if isinstance(max_bytes, bool) or not isinstance(max_bytes, (int, float)) or math.isnan(max_bytes) or max_bytes < 0:
+        raise ArgumentError(f"max_bytes must be a number of bytes >= 0, got {max_bytes!r} — pass e.g. "
+                            f"max_bytes={DEFAULT_MAX_BYTES} (1 GiB, the default).")
+
+
 def check_dense_budget(batch: int, state_size: int, dtype: torch.dtype, max_bytes: int, what: str) -> None:
     """Raise `MemoryBudgetError` when ``batch`` dense Jacobians exceed ``max_bytes``."""
+    check_max_bytes(max_bytes)
     required = dense_bytes(batch, state_size, dtype)
     if required > max_bytes:
         raise MemoryBudgetError(
@@ -62,15 +73,23 @@ def jacobian(
 
     Row ``i`` / column ``j`` index the state flattened in C order per trajectory.
     """
-    looped_map = as_looped_map(step, batch_dims=batch_dims).detached()
-    x = looped_map.prepare_state(x)
-    looped_map.checked_step(x)
     if method not in ("rev", "fwd"):
         raise ArgumentError(f"method must be 'rev' or 'fwd', got {method!r}.")
+    positive_int(chunk_size, "chunk_size")  # 0 would never advance; a negative one left torch.empty garbage
+    check_max_bytes(max_bytes)
+    looped_map = as_looped_map(step, batch_dims=batch_dims).detached()
+    x = looped_map.prepare_state(x)
     batch_shape = looped_map.batch_shape(x)
     batch = int(torch.Size(batch_shape).numel())
     size = looped_map.state_size(x)
     check_dense_budget(batch, size, x.dtype, max_bytes, "jacobian()")
+    # No graph for weights the map closes over: D products would each keep one (detached() covers nn.Module maps).
+    with torch.no_grad():
+        check_map_at(looped_map, x, "jacobian()", reverse=method == "rev")
+        return _dense(looped_map, x, method, chunk_size, batch_shape, batch, size)
+
+
+def _dense(looped_map, x, method, chunk_size, batch_shape, batch, size):
     operator = JacobianOperator(looped_map, x)
     result = torch.empty(batch, size, size, dtype=x.dtype, device=x.device)
     for start in range(0, size, chunk_size):

@@ -8,8 +8,9 @@ import torch
 
 from ..errors import ArgumentError, ConvergenceWarning, NonFiniteWarning
 from ..maps import as_looped_map, require_precision
-from .dense import DEFAULT_MAX_BYTES, check_dense_budget, jacobian
-from .operators import jacobian_matmat
+from .._validation import nonnegative_int, seed_int, tolerance
+from .dense import DEFAULT_MAX_BYTES, _dense, check_dense_budget, check_max_bytes
+from .operators import check_map_at, jacobian_matmat
 
 __all__ = ["jacobian_eigenvalues", "EigenResult", "DENSE_LIMIT"]
 
@@ -87,24 +88,37 @@ def jacobian_eigenvalues(
     References: Stewart, "A Krylov–Schur algorithm for large eigenproblems", SIAM J. Matrix Anal. Appl. 23 (2001):
     the restart keeps an orthonormal basis of the wanted Ritz vectors' invariant subspace, as done here.
     """
+    tol = tolerance(tol, "tol")  # NaN never converges, a negative tol always warns
+    nonnegative_int(max_restarts, "max_restarts")  # -1 ended in "AssertionError: unreachable"
+    nonnegative_int(dense_limit, "dense_limit")
+    seed = seed_int(seed)
+    check_max_bytes(max_bytes)
+    if krylov_dim is not None and (isinstance(krylov_dim, bool) or not isinstance(krylov_dim, int) or krylov_dim < 1):
+        raise ArgumentError(f"krylov_dim must be None or a positive int (> k), got {krylov_dim!r} — pass "
+                            "krylov_dim=None for the default max(2k + 1, k + 20).")
     looped_map = as_looped_map(step, batch_dims=batch_dims).detached()
     x = looped_map.prepare_state(x)
     require_precision(x, "jacobian_eigenvalues")
-    looped_map.checked_step(x)
     size = looped_map.state_size(x)
     method = _resolve_method(method, k, size, dense_limit)
     meta = {"map": looped_map.name, "dtype": str(x.dtype), "device": str(x.device), "state_size": size}
-    if method == "dense":
-        return _dense_eigenvalues(looped_map, x, k, size, max_bytes, meta)
-    return _arnoldi_eigenvalues(looped_map, x, k, size, tol, krylov_dim, max_restarts, seed, meta)
+    # Under no_grad: weights a plain-callable map closes over would otherwise record a graph in every jvp, and the
+    # Krylov basis (written in place) would chain them all (3.1 GB instead of 0.59 GB on a Sudoku puzzle).
+    with torch.no_grad():
+        check_map_at(looped_map, x, "jacobian_eigenvalues", reverse=method == "dense")
+        if method == "dense":
+            return _dense_eigenvalues(looped_map, x, k, size, max_bytes, meta)
+        return _arnoldi_eigenvalues(looped_map, x, k, size, tol, krylov_dim, max_restarts, seed, meta)
 
 
 def _resolve_method(method: str, k: int | None, size: int, dense_limit: int) -> str:
     """Check ``k`` and ``method`` against the state size; ``"auto"`` becomes ``"dense"`` or ``"arnoldi"``."""
     if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k <= 0):
-        raise ArgumentError(f"k must be a positive int or None (all eigenvalues), got {k!r}.")
+        raise ArgumentError(f"k must be a positive int or None (all eigenvalues), got {k!r} — pass k=None, or an int "
+                            f"in 1..{size}.")
     if k is not None and k > size:
-        raise ArgumentError(f"k={k} is larger than the state size D={size}; the Jacobian has only {size} eigenvalues.")
+        raise ArgumentError(f"k={k} is larger than the state size D={size}; the Jacobian has only {size} eigenvalues "
+                            f"— pass k<={size} (or k=None for all).")
     if method not in ("auto", "dense", "arnoldi"):
         raise ArgumentError(f"method must be 'auto', 'dense' or 'arnoldi', got {method!r}.")
     if method == "auto":
@@ -118,7 +132,7 @@ def _dense_eigenvalues(looped_map, x, k, size, max_bytes, meta) -> EigenResult:
     """All eigenvalues (the first ``k`` if given) from the dense Jacobian; NaN for trajectories where it is NaN/Inf."""
     batch = int(torch.Size(looped_map.batch_shape(x)).numel())
     check_dense_budget(batch, size, x.dtype, max_bytes, "jacobian_eigenvalues(method='dense')")
-    J = jacobian(looped_map, x, max_bytes=max_bytes)
+    J = _dense(looped_map, x, "rev", 256, looped_map.batch_shape(x), batch, size)  # the map was checked already
     bad = ~torch.isfinite(J).flatten(-2).all(-1)
     if bool(bad.any()):
         _warn_nonfinite(looped_map, int(bad.sum()), bad.numel(), stacklevel=4)
@@ -138,7 +152,8 @@ def _arnoldi_eigenvalues(looped_map, x, k, size, tol, krylov_dim, max_restarts, 
     m = krylov_dim or max(2 * k + 1, k + 20)
     m = min(m, size)
     if m <= k and m < size:
-        raise ArgumentError(f"krylov_dim={m} must exceed k={k}.")
+        raise ArgumentError(f"krylov_dim={m} must exceed k={k} — pass krylov_dim={max(2 * k + 1, k + 20)} (or None "
+                            "for that default).")
     batch_shape = looped_map.batch_shape(x)
     batch = int(torch.Size(batch_shape).numel())
     generator = torch.Generator(device=x.device).manual_seed(seed)

@@ -7,13 +7,14 @@ trajectory's own Jacobian to that trajectory's slice at once.
 from __future__ import annotations
 
 import contextlib
+import math
 
 import torch
 from torch.autograd import forward_ad
 from torch.func import vjp as _func_vjp, jvp as _func_jvp, vmap
 
-from ..errors import StateError
-from ..maps import LoopedMap, as_looped_map
+from ..errors import StateError, StepError
+from ..maps import LoopedMap, as_looped_map, check_independent_trajectories
 
 __all__ = ["JacobianOperator", "jvp", "vjp", "jacobian_matmat", "forward_ad_context"]
 
@@ -93,7 +94,9 @@ class JacobianOperator:
         if self._vjp_fn is None:
             # The same (math) attention kernel as the jvps, so J and J^T are transposes of each other to rounding;
             # the fused kernels' backward differs from the math path at ~1e-8, which stalls Lanczos in float64.
-            with torch.enable_grad(), forward_ad_context():
+            # torch.func.vjp differentiates with respect to x whatever the grad mode, so the caller's mode is kept:
+            # under no_grad (the diagnostics) weights that require grad record no graph of their own.
+            with forward_ad_context():
                 self._output, self._vjp_fn = _func_vjp(self.map.step, self.x)
 
     def _check(self, v: torch.Tensor, name: str, block: bool) -> None:
@@ -148,6 +151,7 @@ def jvp(step, x: torch.Tensor, v: torch.Tensor, *, return_output: bool = False, 
     differentiate a Jacobian penalty with respect to the weights) ``torch.func.jvp`` is used instead.
     """
     looped_map = as_looped_map(step)
+    _check_product_arguments(x, v, "v", block=False)
     v = v.to(x.dtype)
     try:
         with forward_ad_context():
@@ -174,6 +178,7 @@ def vjp(step, x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
         tensor([0., 1.])
     """
     looped_map = as_looped_map(step)
+    _check_product_arguments(x, u, "u", block=False)
     with torch.enable_grad(), forward_ad_context():
         _, vjp_fn = _func_vjp(looped_map.step, x)
         return vjp_fn(u.to(x.dtype))[0]
@@ -194,6 +199,12 @@ def jacobian_matmat(step, x: torch.Tensor, V: torch.Tensor, *, chunk_size: int |
     step comes for free with the tangents.
     """
     looped_map = as_looped_map(step)
+    _check_product_arguments(x, V, "V", block=True)
+    if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1):
+        from ..errors import ArgumentError
+
+        raise ArgumentError(f"chunk_size must be None or a positive int, got {chunk_size!r} — pass chunk_size=None "
+                            "(all at once) or an int >= 1.")
     V = V.to(x.dtype)
 
     def one(v):
@@ -205,3 +216,109 @@ def jacobian_matmat(step, x: torch.Tensor, V: torch.Tensor, *, chunk_size: int |
     except (NotImplementedError, RuntimeError) as error:
         raise _translate_forward_ad_error(error, looped_map) from error
     return (outputs[0], tangents) if return_output else tangents
+
+
+def _check_product_arguments(x, v, name: str, block: bool) -> None:
+    """Shape and type checks of a product's state and vectors: cheap (no host sync), so the hot loops keep them.
+
+    Without them a wrong shape surfaces as torch's "forward gradient that has a different size" from deep in
+    forward-mode AD.
+    """
+    if not isinstance(x, torch.Tensor) or not x.dtype.is_floating_point:
+        got = x.dtype if isinstance(x, torch.Tensor) else type(x).__name__
+        raise StateError(f"x must be a floating torch.Tensor (the state), got {got} — pass x.float() or x.double().")
+    if not isinstance(v, torch.Tensor):
+        raise StateError(f"{name} must be a torch.Tensor shaped like the state, got {type(v).__name__} — wrap it "
+                         "with torch.as_tensor(...).")
+    got = tuple(v.shape[1:]) if block else tuple(v.shape)
+    if (block and v.dim() == 0) or got != tuple(x.shape):
+        shape = f"[k, {', '.join(map(str, x.shape))}]" if block else str(tuple(x.shape))
+        raise StateError(f"{name} must have shape {shape} (the state's shape), got {tuple(v.shape)} — reshape it "
+                         f"to {shape}.")
+    if not (v.dtype.is_floating_point or v.dtype in (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8)):
+        raise StateError(f"{name} must be a real tensor, got {v.dtype} — pass {name}.real or a float tensor.")
+
+
+def check_map_at(looped_map: LoopedMap, x: torch.Tensor, what: str, *, derivatives: bool = True,
+                 reverse: bool = False) -> torch.Tensor:
+    """The checks every diagnostic entry point runs once at its state ``x``; returns ``F(x)``.
+
+    One step on a copy of ``x`` (shape, dtype, device of the output; no in-place modification; an exception of the
+    step named with its state), for a batched map one more forward (trajectories independent), and with
+    ``derivatives`` one jvp (the step does not cut the autograd graph), with ``reverse`` one vjp too (reverse mode
+    agrees with forward mode: ``torch.no_grad()`` inside a step stops vjps but not jvps). Each is what a silently
+    wrong number would otherwise cost: a repeated trajectory, per-row exponents of a coupled system, a spectral
+    norm of 0.
+    """
+    out = looped_map.checked_step(x)
+    check_independent_trajectories(looped_map, x, out, what)
+    if derivatives:
+        check_state_dependence(looped_map, x, out, what, reverse=reverse)
+    return out
+
+
+def check_state_dependence(looped_map: LoopedMap, x: torch.Tensor, out: torch.Tensor, what: str, *,
+                           reverse: bool = False) -> None:
+    """Raise `StepError` when the step's jvp is exactly zero although its output moves with the state.
+
+    That is a step that cuts the autograd graph (``x.detach()``, ``x.item()``, a round trip through numpy or a
+    ``torch.tensor(...)`` copy): every derivative would be 0 and, e.g., a spectral norm of 0 would look like a
+    strongly contracting map. A genuinely constant (or piecewise-constant) step keeps its zero Jacobian. One jvp,
+    plus one forward only when the jvp is zero.
+    """
+    generator = torch.Generator(device="cpu").manual_seed(0)
+    direction = torch.randn(x.shape, generator=generator, dtype=torch.float64).to(device=x.device, dtype=x.dtype)
+    direction = direction / direction.norm().clamp_min(torch.finfo(x.dtype).tiny)
+    with torch.no_grad():
+        try:
+            tangent = jvp(looped_map, x, direction)
+        except (RuntimeError, NotImplementedError) as error:
+            first = (str(error).strip().splitlines() or [""])[0]
+            if "numpy" in first or "item" in first or "data" in first:
+                raise StepError(
+                    f"{what}: the step of '{looped_map.name}' cannot be differentiated ({first}) — it leaves torch "
+                    "(numpy / .item()); write the step with differentiable torch operations."
+                ) from error
+            raise
+        if bool((tangent != 0).any()):  # NaN counts as non-zero: overflow is flagged by the solvers themselves
+            if reverse:
+                _check_reverse_matches_forward(looped_map, x, direction, tangent, what)
+            return
+        scale = math.sqrt(torch.finfo(x.dtype).eps) * max(1.0, float(x.detach().abs().max()))
+        moved = looped_map.step(x.detach() + scale * direction)
+        change = (moved - out.detach()).abs()
+        change = float(torch.where(torch.isfinite(change), change, torch.zeros_like(change)).max())
+    if change > 0:
+        raise StepError(
+            f"{what}: the step of '{looped_map.name}' cuts the autograd graph — its output moves with the state "
+            f"(by {change:.2e} for a step of {scale:.1e}) but its Jacobian-vector product is exactly zero, so every "
+            "derivative would read 0. Remove .detach() / .item() / .numpy() / torch.tensor(x) / torch.no_grad() "
+            "from the step and keep it in differentiable torch operations."
+        )
+
+
+def _check_reverse_matches_forward(looped_map, x, v, jv, what: str) -> None:
+    """The dot-product test ``<u, J v> = <J^T u, v>``: reverse mode must see the Jacobian forward mode sees.
+
+    Forward-mode AD runs through ``torch.no_grad()`` blocks, reverse mode does not, so a step that computes under
+    no_grad has a true jvp and a zero vjp: spectral_norm (Lanczos on ``J^T J``) and jacobian(method="rev") would
+    read 0. One vjp.
+    """
+    generator = torch.Generator(device="cpu").manual_seed(1)
+    u = torch.randn(x.shape, generator=generator, dtype=torch.float64).to(device=x.device, dtype=x.dtype)
+    u = u / u.norm().clamp_min(torch.finfo(x.dtype).tiny)
+    with forward_ad_context():
+        _, vjp_fn = _func_vjp(looped_map.step, x.detach())
+        (jtu,) = vjp_fn(u)
+    forward, backward = float((u.double() * jv.double()).sum()), float((jtu.double() * v.double()).sum())
+    scale = float(jv.norm()) + float(jtu.norm())
+    if not (math.isfinite(forward) and math.isfinite(backward)):
+        return  # overflow: the solvers flag it per trajectory
+    if abs(forward - backward) > 1e-3 * scale:
+        raise StepError(
+            f"{what}: reverse-mode and forward-mode derivatives of the step of '{looped_map.name}' disagree "
+            f"(<u, Jv> = {forward:.3e}, <J^T u, v> = {backward:.3e}) — the step hides part of its computation from "
+            "backward (torch.no_grad() or .detach() on one path, a custom autograd.Function with an inconsistent "
+            "backward) or is random (dropout in training mode). Remove the no_grad block (call model.eval() for "
+            "dropout), or use the jvp-based calls (lyapunov_spectrum, jacobian(..., method='fwd'))."
+        )

@@ -8,7 +8,8 @@ import torch
 
 from ..errors import ArgumentError, ConvergenceWarning, NonFiniteWarning
 from ..maps import as_looped_map, require_precision
-from .operators import JacobianOperator
+from .._validation import positive_int, seed_int, tolerance
+from .operators import JacobianOperator, check_map_at
 
 __all__ = ["spectral_norm", "SpectralNormResult"]
 
@@ -79,16 +80,44 @@ def spectral_norm(
 
     Each iteration costs one jvp and one vjp (the vjp's linearization is built once).
     """
+    if method not in ("lanczos", "power"):
+        raise ArgumentError(f"method must be 'lanczos' or 'power', got {method!r}.")
+    positive_int(max_iter, "max_iter")
+    tol = tolerance(tol, "tol")  # a negative or NaN tol never stops (NaN) or always warns (negative)
+    seed = seed_int(seed)
     looped_map = as_looped_map(step, batch_dims=batch_dims).detached()
     x = looped_map.prepare_state(x)
     require_precision(x, "spectral_norm")
-    looped_map.checked_step(x)
-    if method not in ("lanczos", "power"):
-        raise ArgumentError(f"method must be 'lanczos' or 'power', got {method!r}.")
-    if not isinstance(max_iter, int) or max_iter <= 0:
-        raise ArgumentError(f"max_iter must be a positive int, got {max_iter!r}.")
+    if v0 is not None:
+        v0 = _check_v0(v0, x, looped_map)
     if tol is None:
         tol = 1e-10 if x.dtype == torch.float64 else 1e-5
+    # Under no_grad, weights a plain-callable map closes over record no graph per product (detached() only
+    # reaches an nn.Module's parameters); the products are w.r.t. the state and need none.
+    with torch.no_grad():
+        check_map_at(looped_map, x, "spectral_norm", reverse=True)
+        return _spectral_norm(looped_map, x, method, tol, max_iter, seed, v0)
+
+
+def _check_v0(v0, x, looped_map) -> torch.Tensor:
+    """A start vector shaped like the state, finite and non-zero for every trajectory."""
+    if not isinstance(v0, torch.Tensor):
+        raise ArgumentError(f"v0 must be a torch.Tensor shaped like the state {tuple(x.shape)}, got "
+                            f"{type(v0).__name__} — pass e.g. v0=result.right_vector, or None for a random start.")
+    if v0.shape != x.shape:
+        raise ArgumentError(f"v0 must have the state's shape {tuple(x.shape)}, got {tuple(v0.shape)} — pass e.g. "
+                            "v0=result.right_vector of a run at this state, or None for a random start.")
+    if v0.is_complex() or v0.dtype == torch.bool:
+        raise ArgumentError(f"v0 must be a real tensor, got {v0.dtype} — pass a float tensor, or None.")
+    batch = int(looped_map.batch_shape(x).numel())
+    flat = v0.detach().to(device=x.device, dtype=x.dtype).reshape(batch, -1)
+    if not bool(torch.isfinite(flat).all()) or not bool((flat.norm(dim=1) > 0).all()):
+        raise ArgumentError("v0 must be finite and non-zero for every trajectory (a zero start vector gives "
+                            "sigma = 0) — pass a non-zero vector, or v0=None for a random start.")
+    return v0
+
+
+def _spectral_norm(looped_map, x, method, tol, max_iter, seed, v0) -> SpectralNormResult:
     operator = JacobianOperator(looped_map, x)
     batch_shape = looped_map.batch_shape(x)
     batch = int(torch.Size(batch_shape).numel())
@@ -125,7 +154,7 @@ def spectral_norm(
             f"spectral_norm: the Jacobian of '{looped_map.name}' is NaN/Inf at this state for "
             f"{int(nonfinite.sum())} of {batch} trajectories (the map overflows nearby); their value is NaN.",
             NonFiniteWarning,
-            stacklevel=2,
+            stacklevel=3,
         )
         residual = torch.where(nonfinite, torch.zeros_like(residual), residual)
     converged = bool((residual <= tol).all())
@@ -136,7 +165,7 @@ def spectral_norm(
             f"spectral_norm ({method}) stopped after {iterations} iterations with relative residual "
             f"{float(residual.max()):.2e} > tol={tol:.1e}. Raise max_iter, or pass v0=result.right_vector to continue.",
             ConvergenceWarning,
-            stacklevel=2,
+            stacklevel=3,
         )
     right = vector.reshape(x.shape)
     left = operator.matvec(right).detach()
