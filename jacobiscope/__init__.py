@@ -35,6 +35,7 @@ _EXPORTS = {
     "dynamics": ("LyapunovResult", "OscillationMeasures", "classify_dynamics", "kaplan_yorke_dimension",
                  "token_order_parameters", "lyapunov_spectrum", "oscillation_measures", "pseudo_energy"),
     "errors": ("ArgumentError", "ConvergenceWarning", "JacobiscopeError", "MemoryBudgetError", "NonFiniteStateError",
+               "StepError",
                "NonFiniteWarning", "StateError", "StepOutputError"),
     "linalg": ("EigenResult", "JacobianOperator", "SpectralNormResult", "jacobian", "jacobian_eigenvalues",
                "spectral_norm"),

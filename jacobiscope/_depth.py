@@ -90,7 +90,8 @@ def _measure_depth(maps, label: str, k: int, seed: int, token_limit: int) -> Dep
     layers, total = [], torch.zeros(count, dtype=torch.float64)
     for looped in maps:
         state = looped.x0
-        pushed = jacobian_matmat(looped, state, frame).reshape(count, -1)
+        with torch.no_grad():  # jvps need no graph for the weights
+            pushed = jacobian_matmat(looped.detached(), state, frame).reshape(count, -1)
         q, r = torch.linalg.qr(pushed.T.to(torch.float64))
         stretch = r.diagonal().abs().clamp_min(1e-300).log()
         total += stretch
@@ -115,6 +116,7 @@ def _token_gains(maps, generator, token_limit: int) -> list[float]:
         directions[token, :, token] = direction / direction.norm()
     directions = directions.to(x.dtype)
     for looped in maps:
-        directions = jacobian_matmat(looped, looped.x0, directions)
+        with torch.no_grad():
+            directions = jacobian_matmat(looped.detached(), looped.x0, directions)
     return [float(v) if math.isfinite(float(v)) else math.nan
             for v in directions.reshape(tokens, -1).norm(dim=1)]

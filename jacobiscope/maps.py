@@ -362,7 +362,8 @@ def check_independent_trajectories(looped_map: LoopedMap, x: torch.Tensor, out: 
     generator = torch.Generator(device="cpu").manual_seed(0)
     direction = torch.randn(flat.shape[1], generator=generator, dtype=torch.float64).to(device=x.device,
                                                                                         dtype=x.dtype)
-    scale = 1e-3 * max(1.0, float(flat[0].abs().max()))
+    # 1% of the state: large enough that a mean over a few hundred rows shows above the rounding threshold below.
+    scale = 1e-2 * max(1.0, float(flat[0].abs().max()))
     moved = flat.clone()
     moved[0] = moved[0] + scale * direction / direction.norm()
     with torch.no_grad():
@@ -377,7 +378,8 @@ def check_independent_trajectories(looped_map: LoopedMap, x: torch.Tensor, out: 
         shift = torch.where(finite & ~torch.isfinite(rest_after), torch.full_like(shift, math.inf), shift)
         drift = float(shift.max())
         response = float(torch.nan_to_num((after[0] - before[0]).abs(), nan=0.0, posinf=0.0).max())
-        noise = 64 * torch.finfo(x.dtype).eps * (1.0 + float(torch.nan_to_num(rest_before.abs(), posinf=0).max()))
+        # Independent rows give bitwise-equal outputs on CPU; the slack is for nondeterministic GPU kernels.
+        noise = 256 * torch.finfo(x.dtype).eps * (1.0 + float(torch.nan_to_num(rest_before.abs(), posinf=0).max()))
     if drift > max(noise, 1e-3 * response):
         raise StepError(
             f"{what}: the step of '{looped_map.name}' mixes the trajectories of the batch — moving trajectory 0 "

@@ -1,10 +1,10 @@
 """The dense Jacobian, for small states and for testing the matrix-free paths."""
 from __future__ import annotations
 
+import math
+
 import torch
 from torch.func import vmap
-
-import math
 
 from ..errors import ArgumentError, MemoryBudgetError
 from ..maps import as_looped_map

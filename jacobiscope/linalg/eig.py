@@ -104,6 +104,9 @@ def jacobian_eigenvalues(
     meta = {"map": looped_map.name, "dtype": str(x.dtype), "device": str(x.device), "state_size": size}
     # Under no_grad: weights a plain-callable map closes over would otherwise record a graph in every jvp, and the
     # Krylov basis (written in place) would chain them all (3.1 GB instead of 0.59 GB on a Sudoku puzzle).
+    if method == "dense":  # refuse an oversized dense Jacobian before running the model at all
+        check_dense_budget(int(looped_map.batch_shape(x).numel()), size, x.dtype, max_bytes,
+                           "jacobian_eigenvalues(method='dense')")
     with torch.no_grad():
         check_map_at(looped_map, x, "jacobian_eigenvalues", reverse=method == "dense")
         if method == "dense":
