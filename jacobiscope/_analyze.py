@@ -40,6 +40,8 @@ def _native_examples(model, inputs):
     anything else goes through the model's ``loop_inputs`` (the reference solvers turn puzzle strings into ids)."""
     from .adapters.inputs import InputError, ModelInputs
 
+    if isinstance(inputs, dict) and isinstance(inputs.get("input_ids"), torch.Tensor):
+        inputs = inputs["input_ids"]  # a batch as a training loop holds it: the loop_map takes its ids
     if isinstance(inputs, torch.Tensor):
         tensor = inputs if inputs.dim() >= 2 else inputs.unsqueeze(0)
         labels = [f"input[{i}]" for i in range(tensor.shape[0])]
@@ -324,7 +326,11 @@ def analyze(
         eigenvalue summary, Lyapunov spectrum with running estimates, token-cluster order parameters,
         pseudo-energy (attention mode), the regime verdict with its evidence, and flags; plus provenance and notes
         (what was changed on the model, and restored). A layer that diverges is flagged, and the other layers are
-        still measured.
+        still measured; so is a layer whose entering state is already NaN/Inf (flagged at loop 0, not measured).
+
+    Bad arguments and inputs fail before any measuring, with `ArgumentError`, `InputError` or `AdapterError`
+    naming the problem and the fix (a misspelled mask key, token ids outside the vocabulary, an unavailable
+    device, ...). A ``DataParallel`` / ``DistributedDataParallel`` wrapper is unwrapped (said in the notes).
 
     Under ``accelerate launch`` with several processes the examples are sharded across processes and the rows
     gathered on every process (torch.func runs on the unwrapped model).

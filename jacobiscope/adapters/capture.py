@@ -102,7 +102,8 @@ def forward_failure(model: nn.Module, error: Exception) -> InputError:
     model's message in one line, and what to check. The original exception is kept as ``.original``."""
     reason = (str(error).strip().splitlines() or [""])[0][:240]
     config = getattr(model, "config", None)
-    hint = "check that the inputs are what the model takes (token ids below its vocabulary, no longer than its positions, images of its size)"
+    hint = ("check that the inputs are what the model takes (token ids below its vocabulary, no longer than its "
+            "positions, images of its size)")
     if getattr(config, "is_encoder_decoder", False):
         hint = ("an encoder-decoder needs decoder inputs to run its decoder: pass {'input_ids': ..., "
                 "'decoder_input_ids': ...}, or analyse its encoder (model.get_encoder())")
