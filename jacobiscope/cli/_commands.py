@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import platform
 import time
 import warnings
@@ -36,19 +35,22 @@ def _quiet(enabled: bool) -> None:
 
 
 def check_output_path(path: str | None, option: str) -> None:
-    """An output file must be writable: not a folder, and inside a folder that exists or can be created."""
+    """An output file must be writable: a file name, not a folder, inside a folder that exists or can be created."""
     if path is None:
         return
-    target = Path(path).expanduser()
-    if target.is_dir():
-        raise UsageError(f"{option} {path!r} is a folder", f"give a file name, e.g. {option} {Path(path) / 'report'}"
-                         f"{'.json' if option == '--json' else '.html'}")
-    parent = target.parent
-    while not parent.exists():
-        parent = parent.parent
-    if not parent.is_dir() or not os.access(parent, os.W_OK):
-        raise UsageError(f"{option} {path!r} cannot be written (no write permission in {parent.name or parent})",
-                         "choose a file in a folder you can write to")
+    from .._io import PathError, check_file_path
+
+    example = f"{option} report{'.json' if option == '--json' else '.html'}"
+    if not path.strip():
+        raise UsageError(f"{option} needs a file name, got {path!r}", f"e.g. {example}")
+    try:
+        check_file_path(path, option)
+    except PathError as error:
+        target = Path(path).expanduser()
+        if target.is_dir():
+            raise UsageError(f"{option} {path!r} is a folder", f"give a file name, e.g. {option} "
+                             f"{Path(path) / ('report.json' if option == '--json' else 'report.html')}") from None
+        raise UsageError(str(error).split(" — ")[0], str(error).split(" — ", 1)[-1]) from None
 
 
 def _check_puzzles(puzzles: list[str]) -> list[str]:
@@ -175,8 +177,15 @@ def analyze(args) -> int:
     if args.text and args.puzzle:
         raise UsageError("--text and --puzzle were both given", "use --text for a language model, --puzzle for a "
                          "looped Sudoku solver")
+    for index, text in enumerate(args.text or [], start=1):
+        if not text.strip():
+            raise UsageError(f"--text #{index} is empty", "give a sentence with at least one word, e.g. --text "
+                             "'a looped block'")
     check_output_path(args.out, "--out")
     check_output_path(args.json, "--json")
+    if args.out and args.json and Path(args.out).expanduser().resolve() == Path(args.json).expanduser().resolve():
+        raise UsageError(f"--out and --json both name {args.out!r}, so the HTML report would overwrite the JSON one",
+                         "give them different files, e.g. --out report.html --json report.json")
     _quiet(args.quiet)
     _check_diagnostics(args.diagnostics)
     puzzles = _check_puzzles(args.puzzle) if args.puzzle else None
@@ -267,6 +276,15 @@ def _analysis_inputs(args, model, native: bool, location: str, puzzles):
 def sudoku_train(args) -> int:
     if args.config is not None and not Path(args.config).is_file():
         raise UsageError(f"--config {args.config!r} does not exist", "pass a recipe JSON file")
+    if not args.out.strip():
+        raise UsageError("--out needs a folder name, got ''", "e.g. --out runs/itrsa")
+    out = Path(args.out).expanduser()
+    ancestor = out
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if ancestor.exists() and not ancestor.is_dir():
+        raise UsageError(f"--out {args.out!r} cannot be a run folder: {str(ancestor)!r} is a file",
+                         "give a folder path (it is created), e.g. --out runs/itrsa")
     _quiet(args.quiet)
     from ..data import sudoku as data
     from ..recipes.sudoku import SudokuRecipe, train_sudoku
@@ -370,14 +388,17 @@ def hub_prepare(args) -> int:
     from .._resources import public_name
     from ..hub import locate_model, prepare_for_hub
 
+    if not args.out.strip():
+        raise UsageError("--out needs a folder name, got ''", "e.g. --out prepared/itrsa-sudoku")
     locate_model(args.name)
     print(public_name(prepare_for_hub(args.name, args.out)))
     return 0
 
 
 def hub_push(args) -> int:
-    from ..hub import locate_model, push_to_hub
+    from ..hub import check_repo_id, locate_model, push_to_hub
 
+    check_repo_id(args.repo_id)
     locate_model(args.name)
     print(push_to_hub(args.name, args.repo_id, private=args.private))
     return 0

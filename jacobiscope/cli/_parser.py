@@ -45,8 +45,9 @@ def _number(kind, text: str, *, minimum, inclusive: bool, example: str):
         value = kind(text)
     except ValueError:
         value = None
-    if value is None or value != value or (value < minimum if inclusive else value <= minimum):
-        bound = f">= {minimum}" if inclusive else f"> {minimum}"
+    if value is None or value != value or value in (float("inf"), float("-inf")) or (
+            value < minimum if inclusive else value <= minimum):
+        bound = (f">= {minimum}" if inclusive else f"> {minimum}") + ("" if kind is int else " (finite)")
         noun = "an integer" if kind is int else "a number"
         raise argparse.ArgumentTypeError(f"expected {noun} {bound}, got {text!r} — e.g. {example}")
     return value

@@ -5,9 +5,10 @@ import base64
 import html
 import io
 import json
+import math
 from pathlib import Path
 
-from .._io import atomic_write_text
+from .._io import atomic_write_text, check_file_path
 from ._values import _plain
 from ._text import _flatten, _shorten, _single_line
 
@@ -79,6 +80,15 @@ def _esc(value) -> str:
 
 
 def save_html(report, path, *, figures: bool=True, dpi: int=100) -> Path:
+    check_file_path(path, "Report.save_html")  # a bad path fails before the figures are drawn
+    if not isinstance(figures, bool):
+        raise TypeError(f"Report.save_html: figures must be True or False, got {figures!r} — pass figures=False for "
+                        "the tables only")
+    if isinstance(dpi, bool) or not isinstance(dpi, (int, float)):
+        raise TypeError(f"Report.save_html: dpi must be a number, got {type(dpi).__name__} {dpi!r} — pass e.g. "
+                        "dpi=100")
+    if not math.isfinite(dpi) or not 1 <= dpi <= 1200:
+        raise ValueError(f"Report.save_html: dpi must be a number from 1 to 1200, got {dpi!r} — pass e.g. dpi=100")
     images = _images(report, dpi) if figures else []
     title = "jacobiscope report"
     if "model" in report.provenance:
@@ -96,7 +106,7 @@ def save_html(report, path, *, figures: bool=True, dpi: int=100) -> Path:
     parts.append(_evidence_html(report))
     parts.append(_provenance_html(report))
     parts += [f'<footer>Written by jacobiscope {_esc(_version())}.</footer>', "</body>", "</html>", ""]
-    return atomic_write_text(path, "\n".join(parts), errors="xmlcharrefreplace")
+    return atomic_write_text(path, "\n".join(parts), errors="xmlcharrefreplace", what="Report.save_html")
 
 
 def _images(report, dpi: int) -> list:

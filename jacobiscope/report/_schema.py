@@ -300,6 +300,95 @@ class LayerResult:
             "seconds": self.seconds,
         }
 
+    def type_problems(self) -> list[str]:
+        """Fields whose value has the wrong type (or, for ``mode`` / ``regime``, is not in the vocabulary), as
+        sentences; empty when every field has its type. `validate` checks the relations between fields too.
+
+        Example::
+
+            >>> from jacobiscope.report import LayerResult
+            >>> row = LayerResult(0, "x", "3", "block", None, "two", [2], [1.0], [], [], None, None,
+            ...                   None, None, None, None, "unknown", {}, [], 0.0)
+            >>> row.type_problems()
+            ["layer is '3' (str), expected an int", "loops is 'two' (str), expected an int >= 0"]
+        """
+        problems = []
+
+        def bad(name, value, expected):
+            problems.append(f"{name} is {_shorten(repr(value), 40)} ({type(value).__name__}), expected {expected}")
+
+        def is_int(value):
+            return isinstance(value, int) and not isinstance(value, bool)
+
+        def numbers(value):
+            return isinstance(value, list) and all(_is_number(item) for item in value)
+
+        for name in ("input_index", "layer"):
+            if not is_int(getattr(self, name)):
+                bad(name, getattr(self, name), "an int")
+        if not isinstance(self.input_label, str):
+            bad("input_label", self.input_label, "a str")
+        if not isinstance(self.mode, str) or self.mode not in MODES:
+            bad("mode", self.mode, f"one of {', '.join(map(repr, MODES))}")
+        if self.eta is not None and not _is_number(self.eta):
+            bad("eta", self.eta, "a number or null")
+        if not is_int(self.loops) or self.loops < 0:
+            bad("loops", self.loops, "an int >= 0")
+        if not isinstance(self.state_shape, list) or not all(is_int(n) and n >= 0 for n in self.state_shape):
+            bad("state_shape", self.state_shape, "a list of ints such as [tokens, hidden]")
+        for name in ("state_norm", "step_size"):
+            if not numbers(getattr(self, name)):
+                bad(name, getattr(self, name), "a list of numbers")
+        if not isinstance(self.spectral_norm, list):
+            bad("spectral_norm", self.spectral_norm, "a list of {'loop', 'value', 'tolerance'} objects")
+        else:
+            for i, entry in enumerate(self.spectral_norm):
+                if not isinstance(entry, dict) or not is_int(entry.get("loop")) or not _is_number(entry.get("value")) \
+                        or not _is_number(entry.get("tolerance", 0.0)):
+                    bad(f"spectral_norm[{i}]", entry, "{'loop': int, 'value': number, 'tolerance': number}")
+        if self.eigenvalues is not None and (not isinstance(self.eigenvalues, list) or not all(
+                isinstance(pair, list) and len(pair) == 2 and numbers(pair) for pair in self.eigenvalues)):
+            bad("eigenvalues", self.eigenvalues, "null or a list of [re, im] number pairs")
+        if self.eigen_loop is not None and not is_int(self.eigen_loop):
+            bad("eigen_loop", self.eigen_loop, "an int or null")
+        for name, keys in (("oscillation", OSCILLATION_KEYS), ("lyapunov", LYAPUNOV_KEYS), ("clusters", CLUSTER_KEYS)):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if not isinstance(value, dict):
+                bad(name, value, "an object or null")
+                continue
+            for key in keys:
+                if key not in value:
+                    continue
+                item = value[key]
+                if name == "oscillation" or key == "kaplan_yorke":
+                    ok = _is_number(item)
+                elif key == "history":
+                    ok = isinstance(item, list) and all(numbers(step) for step in item)
+                else:
+                    ok = numbers(item)
+                if not ok:
+                    bad(f"{name}[{key!r}]", item, "a number" if name == "oscillation" or key == "kaplan_yorke"
+                        else "a list of lists of numbers" if key == "history" else "a list of numbers")
+        if self.energy is not None and not numbers(self.energy):
+            bad("energy", self.energy, "null or a list of numbers")
+        if not isinstance(self.regime, str) or self.regime not in REGIMES:
+            bad("regime", self.regime, f"one of {', '.join(map(repr, REGIMES))}")
+        if not isinstance(self.evidence, dict):
+            bad("evidence", self.evidence, "an object")
+        if not isinstance(self.flags, list) or not all(isinstance(flag, str) for flag in self.flags):
+            bad("flags", self.flags, "a list of str")
+        if not _is_number(self.seconds):
+            bad("seconds", self.seconds, "a number")
+        if self.dtype is not None and not isinstance(self.dtype, str):
+            bad("dtype", self.dtype, "a str such as 'float32' or null")
+        for name in ("outcome", "extra", "timings"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, dict):
+                bad(name, value, "an object or null")
+        return problems
+
     def validate(self) -> list[str]:
         """Problems with this row against the contract, as sentences (empty when it is well formed).
 
@@ -318,9 +407,13 @@ class LayerResult:
             problems.append(f"mode is {self.mode!r}, expected one of {', '.join(map(repr, MODES))}")
         if self.regime not in REGIMES:
             problems.append(f"regime is {self.regime!r}, expected one of {', '.join(map(repr, REGIMES))}")
-        if not isinstance(self.loops, int) or self.loops < 0:
-            problems.append(f"loops is {self.loops!r}, expected a non-negative int")
-            return problems
+        try:  # judge the plain values (tensors, NumPy numbers and tuples are fine in memory)
+            plain = type(self).from_dict(self.to_dict())
+        except (TypeError, ValueError):
+            plain = self
+        wrong_types = [p for p in plain.type_problems() if not p.startswith(("mode is", "regime is"))]
+        if wrong_types:  # the relations below need the right types
+            return problems + wrong_types
         if len(self.state_norm) != self.loops + 1:
             problems.append(
                 f"state_norm has {len(self.state_norm)} values, expected loops + 1 = {self.loops + 1} (t = 0..loops)"
