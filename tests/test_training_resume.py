@@ -15,7 +15,7 @@ import torch
 from safetensors.torch import load_file
 
 RECIPE = {"arch": "itrsa", "hidden_size": 16, "num_heads": 2, "loops": 3, "loops_min": 1, "loops_max": 4,
-          "batch_size": 8, "learning_rate": 0.003, "max_steps": 12, "warmup_steps": 0, "save_steps": 2,
+          "batch_size": 8, "learning_rate": 0.003, "max_steps": 40, "warmup_steps": 0, "save_steps": 4,
           "logging_steps": 50, "train_limit": 64, "eval_limit": 4, "ema_beta": 0.5, "ema_every": 1, "ema_start": 1,
           "augment": True, "seed": 0}
 
@@ -56,7 +56,7 @@ def test_killed_runs_resume_to_the_same_weights(tmp_path):
         # Kill once a new checkpoint starts to appear, after a random delay: sometimes mid-save, sometimes mid-step.
         while process.poll() is None and _checkpoints(killed) <= seen and time.time() < deadline:
             time.sleep(0.01)
-        time.sleep(chooser.uniform(0.0, 0.3))
+        time.sleep(chooser.uniform(0.0, 0.05))
         if process.poll() is None:
             process.send_signal(signal.SIGKILL)
             kills += 1
