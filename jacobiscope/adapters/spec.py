@@ -173,6 +173,29 @@ def _generic_block_names(model: nn.Module) -> set[str]:
     return names
 
 
+def _longest(matching):
+    return max(matching, key=lambda item: len(item[1]))
+
+
+def _in_decoder(model: nn.Module, matching: list) -> list:
+    """A multimodal model holds several block lists (vision or audio towers beside the language model); a text
+    forward runs only the language model's, which ``get_decoder()`` names. Prefer the lists inside it when there
+    are several and it is a submodule (a vision tower with more blocks would otherwise win and never be called)."""
+    if len(matching) < 2 or not callable(getattr(model, "get_decoder", None)):
+        return matching
+    if getattr(getattr(model, "config", None), "is_encoder_decoder", False):
+        return matching  # encoder-decoders keep their convention: the (longer) stack, encoder first on a tie
+    try:
+        decoder = model.get_decoder()
+    except Exception:  # noqa: BLE001 - families without a decoder raise all kinds of errors here
+        return matching
+    if not isinstance(decoder, nn.Module) or decoder is model:
+        return matching
+    inside = {id(module) for module in decoder.modules()}
+    preferred = [(path, ml) for path, ml in matching if id(ml) in inside]
+    return preferred or matching
+
+
 def find_blocks(model: nn.Module) -> tuple[str, nn.ModuleList, AdapterSpec | None]:
     """Locate the model's repeated blocks: ``(path, module_list, spec_or_None)``.
 
@@ -191,7 +214,7 @@ def find_blocks(model: nn.Module) -> tuple[str, nn.ModuleList, AdapterSpec | Non
             continue
         matching = [(path, ml) for path, ml in lists if all(type(m).__name__ in names for m in ml)]
         if matching:
-            path, module_list = max(matching, key=lambda item: len(item[1]))
+            path, module_list = _longest(_in_decoder(model, matching))
             return path, module_list, spec
     try:
         from transformers.modeling_layers import GradientCheckpointingLayer
@@ -200,7 +223,7 @@ def find_blocks(model: nn.Module) -> tuple[str, nn.ModuleList, AdapterSpec | Non
     if GradientCheckpointingLayer:
         matching = [(p, ml) for p, ml in lists if all(isinstance(m, GradientCheckpointingLayer) for m in ml)]
         if matching:
-            path, module_list = max(matching, key=lambda item: len(item[1]))
+            path, module_list = _longest(_in_decoder(model, matching))
             return path, module_list, spec
     found = ", ".join(f"{p or '<root>'} ({len(ml)} x {type(ml[0]).__name__})" for p, ml in lists[:6]) or "no nn.ModuleList at all"
     if getattr(model, "config", None) is None and not lists:
