@@ -330,7 +330,10 @@ def _from_mapping(model, batch: dict, labels, source: str, tokenized: bool = Fal
     notes: list[str] = []
     batch = _check_keys(model, batch, source, notes)
     main_name = getattr(model, "main_input_name", None)
-    if isinstance(main_name, str) and main_name not in batch and "inputs_embeds" not in batch:
+    accepted = _accepted_keys(model)
+    # Some towers inherit the default main_input_name "input_ids" without taking it: only a real parameter counts.
+    demanded = isinstance(main_name, str) and (accepted is None or main_name in accepted)
+    if demanded and main_name not in batch and "inputs_embeds" not in batch:
         raise InputError(f"The inputs have no {main_name!r} (keys: {sorted(batch)}) — {type(model).__name__} needs "
                          f"it: pass {{{main_name!r}: ..., ...}}")
     tensors = {k: v for k, v in batch.items() if isinstance(v, torch.Tensor)}
