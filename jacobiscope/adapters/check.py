@@ -139,8 +139,13 @@ def _own_forward(model, runner, kwargs: dict, targets: list):
     parameters = inspect.signature(runner.forward).parameters
     if runner is not model:  # an encoder takes the encoder's inputs only
         kwargs = {k: v for k, v in kwargs.items() if k in parameters}
-    if "output_hidden_states" in parameters or any(p.kind == p.VAR_KEYWORD for p in parameters.values()):
+    takes_any = any(p.kind == p.VAR_KEYWORD for p in parameters.values())
+    if "output_hidden_states" in parameters or takes_any:
         kwargs = dict(kwargs, output_hidden_states=True)
+    if "use_cache" in parameters and "use_cache" not in kwargs:
+        # A cache built during the reference run (hybrid linear-attention models keep state in it) would make the
+        # blocks' inputs differ from what the replay, which runs without one, gives them.
+        kwargs = dict(kwargs, use_cache=False)
     seen: dict[int, tuple] = {}
 
     def make_hook(position):
