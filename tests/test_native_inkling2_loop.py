@@ -165,3 +165,11 @@ def test_the_multimodal_model_reads_out_through_its_own_head():
         own = multimodal(**inputs).logits
         read = looped.meta["readout"](looped.trajectory(looped.x0, PASSES - 1)[-1])
     assert float((read - own).abs().max()) <= 1e-4
+
+
+def test_a_loop_range_past_the_layers_is_refused_with_the_rule():
+    torch.manual_seed(0)
+    model = randomized(transformers.Inkling2LoopForCausalLM(tiny_config()))
+    model.model.config.loop_layer_index_end = 99
+    with pytest.raises(AdapterError, match="loops layers 1..98 but has"):
+        jacobiscope.native_loop(model, INPUTS["one sequence"])

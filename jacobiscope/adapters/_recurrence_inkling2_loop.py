@@ -180,7 +180,11 @@ def inkling2_loop_recurrence(model: nn.Module, model_kwargs: dict) -> Recurrence
     """The ``"pass"`` recurrence of an Inkling-2 loop model (text-only or multimodal) on ``model_kwargs``."""
     text_model = _text_model(model)
     config = text_model.config
-    looped_layers = list(text_model.layers[config.loop_layer_index_start:config.loop_layer_index_end])
+    start, end, count = config.loop_layer_index_start, config.loop_layer_index_end, len(text_model.layers)
+    if not 0 <= start < end <= count:
+        raise AdapterError(f"{type(model).__name__} loops layers {start}..{end - 1} but has {count} layers: its config's "
+                           "loop_layer_index_start/end must satisfy 0 <= start < end <= num_hidden_layers")
+    looped_layers = list(text_model.layers[start:end])
     # The layers after the range are captured too when there is a head to read out through (the same forward).
     after = list(text_model.layers[config.loop_layer_index_end:]) if hasattr(model, "lm_head") else []
     calls = capture_calls(model, model_kwargs, looped_layers + after)
