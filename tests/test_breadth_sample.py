@@ -27,6 +27,10 @@ def _pixels(size=32):
 SAMPLE = {
     "gpt2": (lambda: T.GPT2Config(n_embd=32, n_layer=2, n_head=4, vocab_size=64, n_positions=64),
              lambda: {"input_ids": IDS}, "hidden_states", False),
+    # blocks without the markers the generic search reads: found through adapters/encoders_without_markers.json
+    "mpnet": (lambda: T.MPNetConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+                                    vocab_size=64, max_position_embeddings=64),
+              lambda: {"input_ids": IDS}, "hidden_states", True),
     "bert": (lambda: T.BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
                                   vocab_size=64, max_position_embeddings=64),
              lambda: {"input_ids": IDS}, "hidden_states", True),
