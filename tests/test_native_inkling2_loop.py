@@ -118,13 +118,19 @@ def test_recurrence_is_listed_and_a_wrong_name_names_it(model):
     assert documented["inkling2_loop"] == documented["inkling2_loop_text"]
 
 
-def test_the_multimodal_model_loops_its_language_model():
+def _multimodal():
+    """A tiny Inkling-2 vision-language model whose language model has the tiny text config."""
     text = tiny_config().to_dict()
     vision = dict(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, projection_hidden_dim=16,
                   text_hidden_size=16, posemb_grid_size=2)
     torch.manual_seed(0)
     config = transformers.Inkling2LoopConfig(text_config=text, vision_config=vision, image_token_id=63)
     multimodal = randomized(transformers.Inkling2LoopForConditionalGeneration(config))
+    return multimodal
+
+
+def test_the_multimodal_model_loops_its_language_model():
+    multimodal = _multimodal()
     inputs = INPUTS["one sequence"]
     causal = randomized(transformers.Inkling2LoopForCausalLM(tiny_config()))
     causal.model.load_state_dict(multimodal.model.language_model.state_dict())
@@ -153,12 +159,7 @@ def test_the_readout_continues_after_the_last_pass_and_feeds_the_loop_depth_swee
 
 
 def test_the_multimodal_model_reads_out_through_its_own_head():
-    text = tiny_config().to_dict()
-    vision = dict(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, projection_hidden_dim=16,
-                  text_hidden_size=16, posemb_grid_size=2)
-    torch.manual_seed(0)
-    config = transformers.Inkling2LoopConfig(text_config=text, vision_config=vision, image_token_id=63)
-    multimodal = randomized(transformers.Inkling2LoopForConditionalGeneration(config))
+    multimodal = _multimodal()
     inputs = INPUTS["one sequence"]
     looped = jacobiscope.native_loop(multimodal, inputs)
     with torch.no_grad():
