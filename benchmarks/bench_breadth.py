@@ -453,12 +453,17 @@ def _image_size(config) -> int:
     return IMAGE
 
 
-def _channels(config) -> int:
+def _vision_int(config, name: str, default: int) -> int:
+    """An int attribute of the config, or of its vision sub-config, else ``default``."""
     for source in (config, getattr(config, "vision_config", None)):
-        channels = getattr(source, "num_channels", None) if source is not None else None
-        if _int(channels):
-            return channels
-    return 3
+        value = getattr(source, name, None) if source is not None else None
+        if _int(value):
+            return value
+    return default
+
+
+def _channels(config) -> int:
+    return _vision_int(config, "num_channels", 3)
 
 
 def candidate_inputs(model) -> list[dict]:
@@ -524,11 +529,7 @@ def candidate_inputs(model) -> list[dict]:
 
 
 def _video_frames(config) -> int:
-    for source in (config, getattr(config, "vision_config", None)):
-        frames = getattr(source, "num_frames", None) if source is not None else None
-        if _int(frames):
-            return frames
-    return 2
+    return _vision_int(config, "num_frames", 2)
 
 
 def run_forward(model, kwargs):
