@@ -562,13 +562,20 @@ def relative_difference(a: torch.Tensor, b: torch.Tensor) -> float:
 
 
 def match_hidden_states(output, x0, layer):
-    """The hidden-state tuple of ``output`` whose entry ``layer`` is ``x0`` (closest one), with its name."""
+    """The hidden-state tuple of ``output`` whose entry ``layer`` is ``x0`` (closest one), with its name and the
+    window of tokens the model reports."""
+    from jacobiscope.adapters._layouts import token_window
+
     best = None
     for name, states in hidden_state_tuples(output):
-        if layer < len(states) and states[layer].shape == x0.shape:
-            error = relative_difference(x0, states[layer])
+        if layer >= len(states):
+            continue
+        # The model may report a window of the blocks' tokens (CPM-Ant drops its prompt, Longformer its padding).
+        window = token_window(x0, states[layer])
+        if window is not None:
+            error = relative_difference(x0[:, window], states[layer])
             if best is None or error < best[2]:
-                best = (name, states, error)
+                best = (name, states, error, window)
     return best
 
 
@@ -577,7 +584,7 @@ def _outputs_only_match(output, x0, stepped, layer, blocks):
     RWKV do; no entry is the embeddings): the step matches entry ``layer`` and, past layer 0, ``x0`` is entry
     ``layer - 1``. None unless both hold and no tuple has the usual convention's ``x0`` at ``layer``."""
     usual = match_hidden_states(output, x0, layer)
-    if usual is not None and usual[2] <= CHECK_TOLERANCE:
+    if usual is not None and usual[2] <= CHECK_TOLERANCE and usual[3] == slice(None):
         return None
     for name, states in hidden_state_tuples(output):
         if len(states) not in (blocks, blocks + 1) or layer >= len(states):
@@ -736,8 +743,11 @@ def _checks(jacobiscope, model, record, fail):
                 names = [f"{n}[{len(s)}]" for n, s in hidden_state_tuples(output)]
                 raise RuntimeError(f"no hidden-state tuple of the output has an entry {layer} of shape "
                                    f"{tuple(m.x0.shape)} (tuples: {names or 'none'})")
-            name, states, x0_error = match
+            name, states, x0_error, window = match
             detail.update({"hidden_states": name, "count": len(states), "x0_error": x0_error})
+            if window != slice(None):
+                detail["reported_tokens"] = f"{window.start or 0}..{(window.stop or m.x0.shape[1]) - 1} of {m.x0.shape[1]}"
+                stepped = stepped[:, window]
             if x0_error > CHECK_TOLERANCE:
                 raise RuntimeError(f"x0 is not {name}[{layer}] (closest tuple, rel. difference {x0_error:.2e})")
             if layer + 1 >= len(states):

@@ -15,7 +15,7 @@ from ..errors import JacobiscopeError
 from .inputs import InputError
 from .spec import AdapterError
 
-__all__ = ["capture_calls", "ReplayedModule", "strip_caches", "in_dtype_of"]
+__all__ = ["capture_calls", "ReplayedModule", "strip_caches", "in_dtype_of", "first_output"]
 
 _CACHE_KEYWORDS = ("past_key_values", "past_key_value", "cache", "layer_past")
 
@@ -174,8 +174,16 @@ class ReplayedModule(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         args, kwargs = _like(self._args, x), _like(self._kwargs, x)
         out = self.module(*args, hidden_states=x, **kwargs) if self._hidden_keyword else self.module(x, *args, **kwargs)
-        if isinstance(out, (tuple, list)):
-            out = out[0]
-        elif hasattr(out, "last_hidden_state"):
-            out = out.last_hidden_state
-        return out
+        return first_output(out)
+
+
+def first_output(out):
+    """The state a block returns: the first item of a tuple, ``last_hidden_state``, or the first value of a plain
+    dict (SqueezeBERT's ``{"feature_map": ...}``)."""
+    if isinstance(out, (tuple, list)):
+        return out[0]
+    if hasattr(out, "last_hidden_state"):
+        return out.last_hidden_state
+    if isinstance(out, dict) and out:
+        return next(iter(out.values()))
+    return out

@@ -11,7 +11,9 @@ from ..errors import JacobiscopeError
 from ..linalg.operators import jvp, vjp
 from .capture import forward_failure, hidden_state_of
 from .inputs import prepare_inputs
-from .looped import block_index, build_maps, prepare_model, unwrap_model
+from ._composite import CompositeBlock
+from ._layouts import to_batch_first, token_window
+from .looped import block_index, build_maps, capture_target, prepare_model, unwrap_model
 from .spec import AdapterError, find_blocks
 
 __all__ = ["check_adapter", "AdapterCheckResult", "AdapterCheckError"]
@@ -93,16 +95,27 @@ def check_adapter(model, inputs=None, *, layers: list[int] | None = None, modes=
         indices = [block_index(layer, len(blocks), path) for layer in layers]
         device = next(model.parameters()).device
         kwargs = {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in model_inputs.kwargs.items()}
-        own, hidden_states = _own_forward(model, runner, kwargs, [blocks[i] for i in indices])
+        layout = spec.state_layout if spec is not None else "batch_first"
+        own, hidden_states = _own_forward(model, runner, kwargs, [_entry(blocks[i], spec) for i in indices])
         for index, (own_input, own_output) in zip(indices, own):
+            own_input = to_batch_first(own_input, layout)
+            if _output_observable(blocks[index], spec):
+                own_output = to_batch_first(own_output, layout)
+            else:  # the block is not a module the model calls: its output is the model's next hidden state
+                own_output = hidden_states[index + 1] if hidden_states is not None and index + 1 < len(hidden_states) else None
             looped = build_maps(prepared, model_inputs, [index], "block", None, None)[0]
             x0 = looped.x0
             result.add(f"layer {index}: x0 is the block's input", *_close(x0, own_input, rtol))
             with torch.no_grad():
                 stepped = looped(x0)
                 again = looped(x0)
-            result.add(f"layer {index}: step(x0) is the block's output", *_close(stepped, own_output, rtol))
-            _check_hidden_states(result, index, len(blocks), own_input, own_output, hidden_states, rtol)
+            result.add(f"layer {index}: the step keeps the state's shape", stepped.shape == x0.shape,
+                       f"state {tuple(x0.shape)} -> {tuple(stepped.shape)}" + (
+                           "" if stepped.shape == x0.shape else ": a looped map must return a state like its input "
+                           "(this block changes the shape: loop another block, e.g. one inside a stage)"))
+            if own_output is not None:
+                result.add(f"layer {index}: step(x0) is the block's output", *_close(stepped, own_output, rtol))
+            _check_hidden_states(result, index, len(blocks), own_input, stepped, hidden_states, rtol)
             result.add(f"layer {index}: deterministic", bool(torch.equal(stepped, again)),
                        "two calls agree" if torch.equal(stepped, again) else "two calls differ (dropout or a stateful cache?)")
             _check_derivatives(result, looped.to(dtype=torch.float64), f"layer {index} block")
@@ -130,6 +143,18 @@ def _reference_runner(model, blocks):
         if isinstance(encoder, torch.nn.Module) and encoder is not model and any(module is blocks for module in encoder.modules()):
             return encoder, "the encoder's blocks, checked on the encoder's own forward"
     return model, ""
+
+
+def _entry(block, spec):
+    """The module whose call carries the block's input: the block, its ``capture_at`` submodule, or the first part
+    of a layer assembled from parallel lists."""
+    if isinstance(block, CompositeBlock):
+        return block.capture_targets()[0]
+    return capture_target(block, spec)
+
+
+def _output_observable(block, spec) -> bool:
+    return not isinstance(block, CompositeBlock) and not (spec is not None and spec.capture_at)
 
 
 def _own_forward(model, runner, kwargs: dict, targets: list):
@@ -197,8 +222,12 @@ def _check_hidden_states(result, index: int, count: int, own_input, own_output, 
     its output is (families that record each block's output, such as Mamba)."""
     if hidden_states is None or len(hidden_states) <= index:
         return
-    if _close(own_input, hidden_states[index], rtol)[0]:
-        result.add(f"layer {index}: is the model's layer {index}", True, f"its input is hidden_states[{index}]")
+    reported = hidden_states[index]
+    window = token_window(own_input, reported) if isinstance(reported, torch.Tensor) else None
+    if window is not None and _close(own_input[:, window], reported, rtol)[0]:
+        where = "" if window == slice(None) else (
+            f" (tokens {window.start or 0}.. of {own_input.shape[1]}: the model reports a window of the state)")
+        result.add(f"layer {index}: is the model's layer {index}", True, f"its input is hidden_states[{index}]{where}")
     elif _close(own_output, hidden_states[index], rtol)[0]:
         result.add(f"layer {index}: is the model's layer {index}", True,
                    f"its output is hidden_states[{index}] (this family records each block's output)")
@@ -223,9 +252,11 @@ def _check_derivatives(result: AdapterCheckResult, looped, label: str) -> None:
     # Some families compute norms and softmax in float32 even for float64 inputs (Llama's RMSNorm upcasts to,
     # then returns from, float32), so the tolerances are float32-level: a wrong Jacobian is off by O(1). ReLU
     # families (T5) have kinks: a pre-activation near 0 makes the differences converge only like the step (5e-3
-    # at the smallest step on a tiny T5 whose jvp equals the dense autograd Jacobian to 1e-8), hence 1e-2.
+    # at the smallest step on a tiny T5 whose jvp equals the dense autograd Jacobian to 1e-8), hence 1e-2. The
+    # steps are relative to the whole state: where a few tokens are far smaller than the rest (the CLS and
+    # distillation tokens of DeiT / BEiT), only the smallest step resolves them (DeiT: 6e-10 at 1e-7).
     errors = []
-    for relative_step in (1e-3, 1e-5):
+    for relative_step in (1e-3, 1e-5, 1e-7):
         h = relative_step * float(x.norm()) / max(float(v.norm()), 1e-30)
         with torch.no_grad():
             finite_difference = (looped(x + h * v) - looped(x - h * v)) / (2 * h)

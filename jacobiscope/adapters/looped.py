@@ -8,6 +8,8 @@ import torch
 from torch import nn
 
 from ..maps import LoopedMap
+from ._composite import CompositeBlock
+from ._layouts import LayoutReplay, to_batch_first
 from .capture import ReplayedModule, capture_calls, hidden_state_of
 from .inputs import ModelInputs, prepare_inputs
 from .spec import AdapterError, find_blocks
@@ -173,6 +175,13 @@ def _submodule(block: nn.Module, path: str | None, what: str, spec_name: str) ->
         ) from error
 
 
+def capture_target(block: nn.Module, spec) -> nn.Module:
+    """The module whose call carries the block's arguments: the block, or its spec's ``capture_at`` submodule."""
+    if spec is None or not spec.capture_at:
+        return block
+    return _submodule(block, spec.capture_at, "capture_at", spec.name)
+
+
 def build_maps(prepared: PreparedModel, model_inputs: ModelInputs, layers: list[int], mode: str, eta: float | None,
                dtype: torch.dtype | None, name: str | None = None) -> list[LoopedMap]:
     """Capture once, then build one `LoopedMap` per requested layer (internal to `looped_block` / `analyze`)."""
@@ -183,9 +192,16 @@ def build_maps(prepared: PreparedModel, model_inputs: ModelInputs, layers: list[
     path, blocks, spec = find_blocks(model)
     indices = [block_index(layer, len(blocks), path) for layer in layers]
     targets, parts = [], []
+    composite = isinstance(blocks[indices[0]], CompositeBlock) if indices else False
     for index in indices:
         block = blocks[index]
-        targets.append(block)
+        if composite:
+            if mode == "attention":
+                raise AdapterError(f"mode='attention' is not available for {type(block).__name__} layers (assembled "
+                                   "from parallel lists, no attention spec); use mode='block'.")
+            targets.extend(block.capture_targets())
+            continue
+        targets.append(capture_target(block, spec))
         if mode == "attention":
             if spec is None:
                 raise AdapterError(
@@ -210,15 +226,25 @@ def build_maps(prepared: PreparedModel, model_inputs: ModelInputs, layers: list[
         if note not in prepared.notes:
             prepared.notes.append(note)
     model_name = name or getattr(model, "name_or_path", None) or type(model).__name__
+    layout = spec.state_layout if spec is not None else "batch_first"
     maps = []
     for position, index in enumerate(indices):
-        if mode == "block":
+        if composite:
+            count = len(blocks[index].capture_targets())
+            calls = records[position * count:(position + 1) * count]
+            x0 = to_batch_first(hidden_state_of(*calls[0]), layout).detach()
+            module = blocks[index].bind(calls, model, kwargs)
+            drive = None
+        elif mode == "block":
             block_args, block_kwargs = records[position]
-            x0 = hidden_state_of(block_args, block_kwargs).detach()
-            if model_inputs.initial_states is not None:
-                x0 = model_inputs.initial_states.to(device=x0.device, dtype=x0.dtype)
+            x0 = to_batch_first(hidden_state_of(block_args, block_kwargs), layout).detach()
             module = ReplayedModule(blocks[index], block_args, block_kwargs)
             drive = None
+        if mode == "block":
+            if layout != "batch_first":
+                module = LayoutReplay(module, layout)
+            if model_inputs.initial_states is not None:
+                x0 = model_inputs.initial_states.to(device=x0.device, dtype=x0.dtype)
         else:
             block_args, block_kwargs = records[2 * position]
             attention_args, attention_kwargs = records[2 * position + 1]

@@ -40,6 +40,14 @@ class AdapterSpec:
         recurrences: the family's own loop(s), by name (default first), for `jacobiscope.native_loop`: data
             ``{"module": path, "loops": config attribute or int, "require": {config attribute: value}}`` for a
             shared module called once per iteration, or ``{"builder": name}`` for one registered in code.
+        state_layout: how the blocks hold the state: ``"batch_first"`` ``[batch, tokens, hidden]`` (default),
+            ``"time_major"`` ``[tokens, batch, hidden]`` (XLNet, FSMT) or ``"channels_first"``
+            ``[batch, hidden, tokens]`` (SqueezeBERT). Maps always see it batch-first.
+        block_builder: for families without a block module (XLM, Flaubert: a layer is spread over parallel lists),
+            the name of the code that assembles each layer (`jacobiscope.adapters._composite.BLOCK_BUILDERS`).
+        capture_at: path of a submodule that the block calls first with its own arguments, for families whose
+            model calls ``block.forward(...)`` directly, which skips hooks (SqueezeBERT); the block's arguments
+            are captured there.
     """
 
     name: str
@@ -52,6 +60,9 @@ class AdapterSpec:
     returns: str = "tensor"
     notes: str = ""
     recurrences: dict = field(default_factory=dict, compare=False, hash=False)
+    state_layout: str = "batch_first"
+    block_builder: str | None = None
+    capture_at: str | None = None
     source: str = field(default="user", compare=False)
 
     @classmethod
@@ -204,6 +215,11 @@ def find_blocks(model: nn.Module) -> tuple[str, nn.ModuleList, AdapterSpec | Non
     ``GradientCheckpointingLayer`` — restricted to members of an ``nn.ModuleList`` (the longest such list wins).
     """
     spec = get_adapter_spec(model)
+    if spec is not None and spec.block_builder:
+        from ._composite import composite_blocks
+
+        path, layers = composite_blocks(model, spec.block_builder)
+        return path, layers, spec
     lists = list(_module_lists(model))
     candidates: list[tuple[str, set[str]]] = []
     if spec is not None and spec.block_class:

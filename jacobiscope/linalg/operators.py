@@ -42,6 +42,13 @@ def _translate_forward_ad_error(error: Exception, looped_map: LoopedMap) -> Exce
             f"The step of '{looped_map.name}' draws random numbers (dropout in training mode?), so it has no "
             "well-defined Jacobian and vmap refuses it. Call model.eval() before building the map."
         )
+    if "autograd.Function" in text:
+        return NotImplementedError(
+            f"A custom torch.autograd.Function inside '{looped_map.name}' has no forward-mode derivative (no jvp / "
+            f"setup_context for functorch; bloom's GeLUFunction, yoso's kernels): {text.splitlines()[0][:200]}. "
+            "Replace it by plain torch ops (many such models have a config switch for it), or use the vjp-based "
+            "methods (jacobian(..., method='rev'))."
+        )
     if "forward AD" in text or "forward-mode" in text:
         return NotImplementedError(
             f"Forward-mode AD (jvp) does not pass through an operation inside '{looped_map.name}': {text.splitlines()[0]}. "
