@@ -568,9 +568,17 @@ def match_hidden_states(output, x0, layer):
 
     best = None
     for name, states in hidden_state_tuples(output):
-        if layer >= len(states):
+        if layer < len(states) and states[layer].shape == x0.shape:
+            error = relative_difference(x0, states[layer])
+            if best is None or error < best[2]:
+                best = (name, states, error, slice(None))
+    if best is not None and best[2] <= CHECK_TOLERANCE:
+        return best
+    # Only then a window of the blocks' tokens (CPM-Ant drops its prompt, Longformer its padding): an
+    # encoder-decoder's decoder states would otherwise match the encoder's first tokens (same embeddings).
+    for name, states in hidden_state_tuples(output):
+        if layer >= len(states) or states[layer].shape == x0.shape:
             continue
-        # The model may report a window of the blocks' tokens (CPM-Ant drops its prompt, Longformer its padding).
         window = token_window(x0, states[layer])
         if window is not None:
             error = relative_difference(x0[:, window], states[layer])

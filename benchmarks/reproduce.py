@@ -90,6 +90,9 @@ def main(argv=None) -> list:
         print(f"[reproduce] {claim.key}: {claim.verdict} ({time.perf_counter() - began:.1f} s) — {claim.why}",
               flush=True)
         claims.append(claim)
+    if not claims:
+        keys = [f.__name__.removeprefix("claim_").replace("_", "-") for f in CLAIMS]
+        parser.exit(2, f"reproduce.py: --only {' '.join(options.only)} matches no claim; the claims are {keys}\n")
     command = "python benchmarks/reproduce.py" + (" --quick" if options.quick else "")
     atomic_write_text(options.out, render(claims, command, time.perf_counter() - start))
     options.json.parent.mkdir(parents=True, exist_ok=True)

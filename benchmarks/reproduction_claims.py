@@ -133,10 +133,11 @@ def _sigma(looped, x) -> float:
 # ----------------------------------------------------------------------------------------------- claims
 
 
-def claim_normalization_bounds_norm(context: Context) -> Claim:
+def claim_normalization_norm(context: Context) -> Claim:
     """||J|| of random looped self-attention maps, with RMSNorm and without, at the random unit-RMS start and after
-    16 loops. Rule: reproduced if, with the norm, ||J|| stays <= 3 at every loop-16 state and start while without
-    it the largest value is >= 10x the normalized one; partly if that holds at loop-16 states only."""
+    16 loops. O(1) means independent of the token count and the step size: over the grid (tokens and eta each
+    spanning 16x), the normalized maps' largest ||J|| is at most 3x their smallest, while without the norm it grows
+    >= 10x. Rule: reproduced if that holds at the starts and after 16 loops; partly if after 16 loops only."""
     token_counts = context.sizes((8, 32, 128), (8, 16))
     etas = context.sizes((1.0, 4.0, 16.0), (1.0, 16.0))
     rows, curves = [], {}
@@ -156,15 +157,24 @@ def claim_normalization_bounds_norm(context: Context) -> Claim:
                 curves.setdefault((norm, tokens), []).append((eta, max(orbit)))
     table = ["| norm | tokens | eta | max ||J|| at the start | max ||J|| after 16 loops |", "|---|---|---|---|---|"]
     table += [f"| {n} | {t} | {e:g} | {s:.2f} | {o:.2f} |" for n, t, e, s, o in rows]
+    def growth(norm, where):
+        values = [row[3 if where == "start" else 4] for row in rows if row[0] == norm]
+        return max(values) / max(min(values), 1e-12)
+
     ratio = worst["none"]["orbit"] / max(worst["rmsnorm"]["orbit"], 1e-12)
-    if worst["rmsnorm"]["orbit"] <= 3 and worst["rmsnorm"]["start"] <= 3 and ratio >= 10:
-        verdict, why = "reproduced", "bounded by 3 everywhere with the norm"
-    elif worst["rmsnorm"]["orbit"] <= 3 and ratio >= 10:
+    grows_without = growth("none", "orbit") >= 10
+    flat_orbit, flat_start = growth("rmsnorm", "orbit") <= 3, growth("rmsnorm", "start") <= 3
+    if flat_orbit and flat_start and grows_without:
+        verdict, why = "reproduced", (f"with the norm ||J|| stays within {growth('rmsnorm', 'orbit'):.1f}x over the "
+                                      f"grid (at most {worst['rmsnorm']['orbit']:.2f})")
+    elif flat_orbit and grows_without:
         verdict = "partly"
-        why = (f"bounded along the loop (<= {worst['rmsnorm']['orbit']:.2f}) but not at every random start "
-               f"(up to {worst['rmsnorm']['start']:.2f}): the bound needs states the norm has already shaped")
+        why = (f"along the loop ||J|| stays within {growth('rmsnorm', 'orbit'):.1f}x over the grid (at most "
+               f"{worst['rmsnorm']['orbit']:.2f}), but at the random starts it grows {growth('rmsnorm', 'start'):.1f}x "
+               f"with eta (up to {worst['rmsnorm']['start']:.2f}): the bound needs states the norm has shaped")
     else:
-        verdict, why = "refuted", f"with the norm ||J|| reaches {worst['rmsnorm']['orbit']:.2f} along the loop"
+        verdict, why = "refuted", (f"with the norm ||J|| varies {growth('rmsnorm', 'orbit'):.1f}x over the grid "
+                                   f"(up to {worst['rmsnorm']['orbit']:.2f}) along the loop")
     why += ("; without it the state overflows within 16 loops at the largest eta (its Jacobian is not even "
             "measurable in float64)." if math.isinf(worst["none"]["orbit"])
             else f"; without it up to {worst['none']['orbit']:.3g} ({ratio:.0f}x).")
@@ -625,7 +635,7 @@ def claim_token_dynamics(context: Context) -> Claim:
                  f"predicted = found for {agree} of {len(table)} examples.")
 
 
-CLAIMS = (claim_normalization_bounds_norm, claim_normalization_eigenvalues, claim_multi_head, claim_criticality,
+CLAIMS = (claim_normalization_norm, claim_normalization_eigenvalues, claim_multi_head, claim_criticality,
           claim_criticality_per_example, claim_norm_bound, claim_power_iteration,
           claim_energy_constrained, claim_regularizers, claim_itrsa_scaling, claim_akorn_dimension,
           claim_token_dynamics)
