@@ -8,9 +8,11 @@ from dataclasses import dataclass, field
 import torch
 
 from ..errors import ArgumentError, NonFiniteWarning
-from ..linalg.operators import check_map_at, forward_ad_context, jacobian_matmat, jvp
-from ..maps import LoopedMap, as_looped_map, require_precision
+from ..linalg.operators import check_map_at
+from ..maps import as_looped_map, require_precision
 from .._validation import floating_dtype, nonnegative_int, optional_positive_int, positive_int, positive_number, seed_int
+from ._tangent_policy import LoopRunner
+from ._tangent_step import orthonormalize_frame
 
 __all__ = ["lyapunov_spectrum", "LyapunovResult", "kaplan_yorke_dimension"]
 
@@ -75,7 +77,7 @@ def lyapunov_spectrum(
     perturbation: float | None = None,
     chunk_size: int | None = None,
     batch_dims: int | None = None,
-    compile: bool = False,
+    compile: bool | None = None,
 ) -> LyapunovResult:
     """The ``k`` largest Lyapunov exponents of the looped map ``X_{t+1} = F(X_t)`` along the orbit of ``x0``.
 
@@ -107,8 +109,14 @@ def lyapunov_spectrum(
         tangents: optional initial frame ``[k, *batch, *state]`` (e.g. ``final_tangents`` of a previous run).
         perturbation: initial distance for ``"two_trajectory"`` (default ``sqrt(eps) * max(1, ||x0||)``).
         chunk_size: vmap chunk size for the ``k`` jvps (bounds memory for large ``k``).
-        compile: run each loop's jvps through ``torch.compile`` (a one-off compilation of ~20 s on CPU; then
-            2-4x faster on small maps, where per-operation dispatch dominates). Off by default.
+        compile: how the loops run. ``None`` (default) chooses by cost, with no flag needed: a run long enough
+            to pay for it (counting the eager time earlier runs in this process spent) records its loop once as a
+            graph of plain tensor operations and replays it (eager forward-mode AD spends most of its time on
+            bookkeeping: the replay runs 2-4x faster on small maps), and a run that would still take minutes is
+            compiled with ``torch.compile``; every switch is checked against the eager loop and dropped
+            silently if it fails or disagrees (``meta["tangent_path"]`` says which path ran). ``False``: always
+            eager forward-mode AD. ``True``: ``torch.compile`` from the first loop (a one-off compilation of
+            10-20 s on CPU), eager with a warning if compilation fails.
 
     Returns:
         `LyapunovResult` with exponents, running-estimate history, finite-time exponents, standard errors,
@@ -132,8 +140,13 @@ def lyapunov_spectrum(
     seed = seed_int(seed)
     optional_positive_int(chunk_size, "chunk_size")
     perturbation = positive_number(perturbation, "perturbation")  # 0 or NaN gave NaN exponents without a word
+    if compile is not None and not isinstance(compile, bool):
+        raise ArgumentError(f"compile must be None (choose by cost), True or False, got {compile!r} — pass "
+                            "compile=None.")
     floating_dtype(dtype, "dtype")
-    looped_map = as_looped_map(step, batch_dims=batch_dims).detached()
+    given = as_looped_map(step, batch_dims=batch_dims)
+    owner = given.module if given.module is not None else given._function  # the key of traced graphs
+    looped_map = given.detached()
     if dtype is not None:
         looped_map = looped_map.to(dtype=dtype)
     x = looped_map.prepare_state(x0)
@@ -162,63 +175,8 @@ def lyapunov_spectrum(
     }
     if method == "two_trajectory":
         return _two_trajectory(looped_map, x, steps, transient, perturbation, seed, meta)
-    return _qr_method(looped_map, x, steps, k, transient, reorth_every, seed, tangents, chunk_size, meta, compile)
-
-
-class _FrameState:
-    """The orbit and its tangent frame, flattened per trajectory: ``x [*batch, *state]``, ``Q [batch, D, k]``."""
-
-    def __init__(self, looped_map: LoopedMap, x: torch.Tensor, Q: torch.Tensor, chunk_size, compile: bool = False):
-        self.map = looped_map
-        self.x = x
-        self.Q = Q
-        self.chunk_size = chunk_size
-        self.batch = Q.shape[0]
-        self.size = Q.shape[1]
-        self.k = Q.shape[2]
-        self._compiled = _compiled_advance(looped_map, self.k, x.shape, chunk_size) if compile else None
-
-    def advance(self) -> torch.Tensor:
-        """One loop of the orbit and the tangents; returns ``Y = J Q`` as ``[batch, D, k]`` (x is advanced)."""
-        if self._compiled is not None:
-            block = self.Q.permute(2, 0, 1).reshape(self.k, *self.x.shape)
-            with forward_ad_context():
-                self.x, tangents = self._compiled(self.x, block)
-            return tangents.reshape(self.k, self.batch, self.size).permute(1, 2, 0)
-        if self.k == 1:
-            output, tangent = jvp(self.map, self.x, self.Q[..., 0].reshape(self.x.shape), return_output=True)
-            self.x = output
-            return tangent.reshape(self.batch, self.size, 1)
-        block = self.Q.permute(2, 0, 1).reshape(self.k, *self.x.shape)
-        output, tangents = jacobian_matmat(self.map, self.x, block, chunk_size=self.chunk_size, return_output=True)
-        self.x = output
-        return tangents.reshape(self.k, self.batch, self.size).permute(1, 2, 0)
-
-
-def _compiled_advance(looped_map, k, shape, chunk_size):
-    """``(x, V) -> (F(x), J V)`` through ``torch.compile``: fuses the small ops whose dispatch dominates a jvp of a
-    small map (measured 2.3x a forward compiled, against 8-10x eager, on an 81 x 128 attention map)."""
-    from torch.func import jvp as func_jvp, vmap
-
-    def advance(x, V):
-        if k == 1:
-            output, tangent = func_jvp(looped_map.step, (x,), (V[0],))
-            return output, tangent.unsqueeze(0)
-        outputs, tangents = vmap(lambda v: func_jvp(looped_map.step, (x,), (v,)), chunk_size=chunk_size)(V)
-        return outputs[0], tangents
-
-    return torch.compile(advance, dynamic=False)
-
-
-def _orthonormalize(Y: torch.Tensor):
-    """QR with ``diag R > 0``; returns (Q, log|diag R|). k=1 is a plain normalization (no LAPACK call)."""
-    if Y.shape[-1] == 1:
-        norms = Y.norm(dim=1, keepdim=True)
-        return Y / norms, norms[:, 0, :].log()
-    Q, R = torch.linalg.qr(Y)
-    diagonal = R.diagonal(dim1=-2, dim2=-1)
-    signs = torch.where(diagonal < 0, -1.0, 1.0).to(Y.dtype)
-    return Q * signs.unsqueeze(1), diagonal.abs().log()
+    return _qr_method(looped_map, x, steps, k, transient, reorth_every, seed, tangents, chunk_size, meta, compile,
+                      owner)
 
 
 def _check_tangents(tangents, x, k, looped_map) -> None:
@@ -254,35 +212,35 @@ def _initial_frame(x, batch, size, k, seed, tangents, looped_map):
         # Drawn in float64 whatever the compute dtype, so float32 and float64 runs start from the same frame.
         generator = torch.Generator(device=x.device).manual_seed(seed)
         Y = torch.randn(batch, size, k, generator=generator, dtype=torch.float64, device=x.device).to(x.dtype)
-    Q, _ = _orthonormalize(Y)
-    return Q
+    frame, _ = orthonormalize_frame(Y.permute(2, 0, 1).reshape(k, *x.shape), batch)
+    return frame
 
 
-def _qr_method(looped_map, x, steps, k, transient, reorth_every, seed, tangents, chunk_size, meta, compile=False):
+def _qr_method(looped_map, x, steps, k, transient, reorth_every, seed, tangents, chunk_size, meta, compile, owner):
     batch_shape = looped_map.batch_shape(x)
     batch = int(torch.Size(batch_shape).numel())
     size = looped_map.state_size(x)
-    frame = _FrameState(looped_map, x, _initial_frame(x, batch, size, k, seed, tangents, looped_map), chunk_size, compile)
+    frame = _initial_frame(x, batch, size, k, seed, tangents, looped_map)  # [k, *batch, *state], orthonormal
+    total = transient + steps
+    run_loop = LoopRunner(looped_map, owner, batch=batch, chunk_size=chunk_size, compile=compile, total_loops=total)
     nonfinite_step = torch.full((batch,), -1, dtype=torch.long, device=x.device)
     alive = torch.ones(batch, dtype=torch.bool, device=x.device)
     local_rows = []
     record_steps = []
     last_qr = transient
-    total = transient + steps
-    window: list[tuple[int, torch.Tensor]] = []  # (loop, log|diag R|) since the last finiteness check
+    window: list[tuple[int, torch.Tensor, torch.Tensor]] = []  # (loop, log|diag R|, state finite) since last check
     with torch.no_grad():
         for t in range(1, total + 1):
-            Y = frame.advance()
             if t % reorth_every != 0 and t != total and t != transient:
-                frame.Q = Y
+                x, frame = run_loop(x, frame, renormalize=False)
                 continue
             # A NaN/Inf trajectory does not break the batched QR (LAPACK propagates NaN), so finiteness is
             # checked every few renormalizations: a host sync per loop would cost more than the loop itself.
-            frame.Q, log_r = _orthonormalize(Y)
-            state_ok = torch.isfinite(frame.x.reshape(batch, -1)).all(1)  # no host sync: a tensor, checked later
+            x, frame, log_r, state_ok = run_loop(x, frame, renormalize=True)
             window.append((t, log_r, state_ok))
             if t > transient:
-                local_rows.append(log_r / (t - last_qr))
+                width = t - last_qr
+                local_rows.append(log_r if width == 1 else log_r / width)
                 record_steps.append(t - transient)
                 last_qr = t
             if len(window) >= _CHECK_EVERY or t == total or t == transient:
@@ -299,7 +257,18 @@ def _qr_method(looped_map, x, steps, k, transient, reorth_every, seed, tangents,
             NonFiniteWarning,
             stacklevel=3,
         )
-    return _assemble(looped_map, frame, local_rows, record_steps, nonfinite_step, alive, batch_shape, k, meta, "qr")
+    meta = {**meta, "tangent_path": run_loop.path}
+    end = _EndOfRun(x, frame.reshape(k, batch, size).permute(1, 2, 0), size)
+    return _assemble(looped_map, end, local_rows, record_steps, nonfinite_step, alive, batch_shape, k, meta, "qr")
+
+
+class _EndOfRun:
+    """The state and frame after a run, in the shape `_assemble` reads: ``x``, ``Q [batch, D, k]``, ``size``."""
+
+    def __init__(self, x, Q, size):
+        self.x = x
+        self.Q = Q
+        self.size = size
 
 
 _CHECK_EVERY = 16
@@ -451,17 +420,8 @@ def _two_trajectory(looped_map, x, steps, transient, perturbation, seed, meta):
             local_rows.append(growth.unsqueeze(1))
             record_steps.append(t)
             y = x + (perturbation * difference / distance.unsqueeze(1)).reshape(x.shape)
-    frame = _TwoTrajectoryFrame(x, size)
+    frame = _EndOfRun(x, None, size)
     return _assemble(
         looped_map, frame, local_rows, record_steps, nonfinite_step, nonfinite_step < 0, batch_shape, 1,
         {**meta, "perturbation": perturbation}, "two_trajectory",
     )
-
-
-class _TwoTrajectoryFrame:
-    """The end of a two-trajectory run, in the shape `_assemble` reads (no tangent frame)."""
-
-    def __init__(self, x, size):
-        self.x = x
-        self.size = size
-        self.Q = None

@@ -187,6 +187,11 @@ class AKOrNForSudoku(PreTrainedModel):
 
     def injection(self, input_ids):
         _check_puzzles(input_ids)
+        return self._injection_of_checked(input_ids)
+
+    def _injection_of_checked(self, input_ids):
+        # No check: a loop map validates its puzzles once; re-checking every loop costs host syncs and keeps the
+        # Lyapunov engine from tracing the loop.
         c = self.embed(input_ids)
         if self.unit_embed is not None:
             cells = torch.arange(81, device=input_ids.device)
@@ -346,10 +351,10 @@ class _AKOrNLoop(nn.Module):
         self.training = False
 
     def drive(self, x):
-        return self.model.drive(x, self.model.injection(self.input_ids))
+        return self.model.drive(x, self.model._injection_of_checked(self.input_ids))
 
     def forward(self, x):
-        return self.model.step(x, self.model.injection(self.input_ids))
+        return self.model.step(x, self.model._injection_of_checked(self.input_ids))
 
 
 def _check_seed(seed) -> None:

@@ -1,0 +1,170 @@
+"""The fast paths of the Lyapunov engine (a traced tangent graph, torch.compile) against a plain jvp + QR loop,
+and the automatic choice between them."""
+import math
+import warnings
+
+import pytest
+import torch
+
+import jacobiscope
+from jacobiscope import NonFiniteWarning
+from jacobiscope.dynamics import _tangent_policy
+from jacobiscope.dynamics._tangent_step import TangentStep
+from jacobiscope.dynamics._tangent_trace import traced_tangent_step
+
+
+@pytest.fixture
+def attention_map():
+    """A small ItrSA-form self-attention map in float64 (6 tokens x 8 dims, 2 heads, RMSNorm, injection)."""
+    return jacobiscope.systems.self_attention_map(tokens=6, dim=8, heads=2, eta=0.9, injection=True,
+                                                  weight_scale=1.5, seed=5, dtype=torch.float64)
+
+
+@pytest.fixture
+def trace_at_once(monkeypatch):
+    """Make a trace look free, so that every automatic run switches to the traced graph after two loops."""
+    monkeypatch.setattr(_tangent_policy, "trace_cost_seconds", lambda eager_loop_seconds=0.0: 0.0)
+
+
+def orthonormal_frame(x, k, seed=0):
+    Y = torch.randn(x.numel(), k, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    Q, R = torch.linalg.qr(Y)
+    return (Q * torch.sign(torch.diagonal(R))).T.reshape(k, *x.shape)
+
+
+def plain_jvp_qr_exponents(m, x, frame, steps):
+    """Independent reference: torch.func.jvp of the bare step, vmapped over the frame, and a QR every loop."""
+    step = m.detached().step
+    k = frame.shape[0]
+    total = torch.zeros(k, dtype=torch.float64)
+    for _ in range(steps):
+        x, tangents = torch.vmap(lambda v: torch.func.jvp(step, (x,), (v,)), out_dims=(None, 0))(frame)
+        Q, R = torch.linalg.qr(tangents.reshape(k, -1).T)
+        frame = (Q * torch.sign(torch.diagonal(R))).T.reshape(frame.shape)
+        total += torch.diagonal(R).abs().log()
+    return (total / steps).sort(descending=True).values
+
+
+@pytest.mark.parametrize("k", [1, 4])
+def test_traced_path_matches_plain_jvp_and_qr(attention_map, trace_at_once, k):
+    m = attention_map
+    frame = orthonormal_frame(m.x0, k)
+    expected = plain_jvp_qr_exponents(m, m.x0, frame, steps=40)
+    result = jacobiscope.lyapunov_spectrum(m, m.x0, steps=40, k=k, tangents=frame)
+    assert result.meta["tangent_path"] == "traced"
+    assert torch.allclose(result.exponents, expected, atol=1e-10, rtol=0)
+
+
+def test_automatic_choice_gives_the_eager_exponents_and_state(attention_map, trace_at_once):
+    m = attention_map
+    for k in (1, 3):
+        eager = jacobiscope.lyapunov_spectrum(m, m.x0, steps=30, k=k, compile=False)
+        automatic = jacobiscope.lyapunov_spectrum(m, m.x0, steps=30, k=k)
+        assert eager.meta["tangent_path"] == "eager" and automatic.meta["tangent_path"] == "traced"
+        assert torch.allclose(automatic.exponents, eager.exponents, atol=1e-10, rtol=0)
+        assert torch.allclose(automatic.history, eager.history, atol=1e-10, rtol=0)
+        assert torch.allclose(automatic.final_state, eager.final_state, atol=1e-12, rtol=0)
+    # reorthonormalizing every 3 loops uses the graph without QR in between
+    eager = jacobiscope.lyapunov_spectrum(m, m.x0, steps=30, k=3, reorth_every=3, transient=4, compile=False)
+    automatic = jacobiscope.lyapunov_spectrum(m, m.x0, steps=30, k=3, reorth_every=3, transient=4)
+    assert automatic.meta["tangent_path"] == "traced"
+    assert torch.allclose(automatic.finite_time, eager.finite_time, atol=1e-10, rtol=0)
+
+
+def test_short_run_in_a_fresh_process_stays_eager(attention_map, monkeypatch):
+    # Nothing spent yet and a trace that costs more than the whole run: renting (eager) is cheaper than buying.
+    monkeypatch.setattr(_tangent_policy, "_eager_seconds_spent", 0.0)
+    monkeypatch.setattr(_tangent_policy, "trace_cost_seconds", lambda eager_loop_seconds=0.0: 1e6)
+    result = jacobiscope.lyapunov_spectrum(attention_map, steps=20, k=2)
+    assert result.meta["tangent_path"] == "eager"
+
+
+def test_graph_of_an_earlier_run_is_reused_and_checked(attention_map, trace_at_once):
+    m = attention_map
+    jacobiscope.lyapunov_spectrum(m, m.x0, steps=10, k=2)  # traces and caches
+    m.module.eta = 0.3  # the cached graph has eta = 0.9 baked in: the check at the first loop must catch it
+    eager = jacobiscope.lyapunov_spectrum(m, m.x0, steps=20, k=2, compile=False)
+    automatic = jacobiscope.lyapunov_spectrum(m, m.x0, steps=20, k=2)
+    assert automatic.meta["tangent_path"] == "traced"  # traced afresh after the stale graph was dropped
+    assert torch.allclose(automatic.exponents, eager.exponents, atol=1e-10, rtol=0)
+
+
+def test_step_with_data_dependent_branch_is_not_traced(trace_at_once):
+    # Fake-tensor tracing cannot evaluate x.sum() > 0, so the trace is refused rather than frozen on one branch.
+    A = torch.tensor([[0.9, 0.4], [-0.3, 0.7]], dtype=torch.float64)
+    m = jacobiscope.LoopedMap(lambda x: torch.tanh(A @ x) if x.sum() > 0 else 1.5 * torch.sin(A @ x))
+    x0 = torch.tensor([0.3, -0.1], dtype=torch.float64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        automatic = jacobiscope.lyapunov_spectrum(m, x0, steps=30, k=2)
+    eager = jacobiscope.lyapunov_spectrum(m, x0, steps=30, k=2, compile=False)
+    assert automatic.meta["tangent_path"] == "eager"
+    assert torch.equal(automatic.exponents, eager.exponents)
+
+
+def test_nonfinite_trajectory_is_flagged_on_the_traced_path(trace_at_once):
+    first_row = torch.tensor([[True], [False]])
+    m = jacobiscope.LoopedMap(lambda x: torch.where(first_row, 0.5 * x, x**2), batch_dims=1)
+    x0 = torch.tensor([[1.0], [1e10]], dtype=torch.float64)  # row 1 overflows float64 at loop 5
+    with pytest.warns(NonFiniteWarning, match="first at loop 5"):
+        result = jacobiscope.lyapunov_spectrum(m, x0, steps=20)
+    assert result.meta["tangent_path"] == "traced"
+    assert result.nonfinite_step.tolist() == [-1, 5]
+    assert abs(float(result.exponents[0, 0]) - math.log(0.5)) < 1e-12 and torch.isnan(result.exponents[1, 0])
+
+
+def _broken_compile(*args, **kwargs):
+    def fail(x, frame):
+        raise RuntimeError("compilation failed (simulated)")
+
+    return TangentStep("compiled", fail, fail)
+
+
+def test_failed_compile_falls_back_to_eager_with_a_warning(attention_map, monkeypatch):
+    monkeypatch.setattr(_tangent_policy, "compiled_tangent_step", _broken_compile)
+    m = attention_map
+    eager = jacobiscope.lyapunov_spectrum(m, m.x0, steps=10, k=2, compile=False)
+    with pytest.warns(RuntimeWarning, match="torch.compile failed"):
+        result = jacobiscope.lyapunov_spectrum(m, m.x0, steps=10, k=2, compile=True)
+    assert result.meta["tangent_path"] == "eager"
+    assert torch.equal(result.exponents, eager.exponents)
+
+
+def test_automatic_compile_switches_on_long_runs_and_falls_back_silently(attention_map, trace_at_once,
+                                                                            monkeypatch):
+    m = attention_map
+    eager = jacobiscope.lyapunov_spectrum(m, m.x0, steps=40, k=2, compile=False)
+    monkeypatch.setattr(_tangent_policy, "_COMPILE_PAYOFF_SECONDS", 0.0)  # every run counts as long
+    # A stand-in for torch.compile (a real compilation takes 10-20 s): the traced loop, labelled compiled.
+    monkeypatch.setattr(_tangent_policy, "compiled_tangent_step",
+                        lambda looped_map, batch, chunk_size: _relabelled(traced_tangent_step(looped_map, batch,
+                                                                                              chunk_size)))
+    switched = jacobiscope.lyapunov_spectrum(m, m.x0, steps=40, k=2)
+    assert switched.meta["tangent_path"] == "compiled"
+    assert torch.allclose(switched.exponents, eager.exponents, atol=1e-10, rtol=0)
+    monkeypatch.setattr(_tangent_policy, "compiled_tangent_step", _broken_compile)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fallen_back = jacobiscope.lyapunov_spectrum(m, m.x0, steps=40, k=2)
+    assert fallen_back.meta["tangent_path"] == "traced"
+    assert torch.allclose(fallen_back.exponents, eager.exponents, atol=1e-10, rtol=0)
+
+
+def _relabelled(step):
+    step.path = "compiled"
+    return step
+
+
+def test_compile_argument_is_checked(attention_map):
+    with pytest.raises(jacobiscope.ArgumentError, match="compile must be None"):
+        jacobiscope.lyapunov_spectrum(attention_map, steps=3, compile="yes")
+
+
+def test_chunked_tangents_match_unchunked():
+    """k > 1 with chunk_size: chunked vmap cannot return an unbatched output; the engine batches it instead."""
+    import jacobiscope
+
+    looped = jacobiscope.systems.self_attention_map(tokens=4, dim=8, heads=2, dtype=torch.float64)
+    whole = jacobiscope.lyapunov_spectrum(looped, looped.x0, steps=6, k=4).exponents
+    chunked = jacobiscope.lyapunov_spectrum(looped, looped.x0, steps=6, k=4, chunk_size=3).exponents
+    torch.testing.assert_close(chunked, whole, rtol=0, atol=1e-12)
