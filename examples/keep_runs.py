@@ -1,6 +1,6 @@
 """Carry long training runs across sessions: save a run's resume state into the repository, restore it later.
 
-    python examples/keep_runs.py save runs/itrsa-protocol runs/akorn-protocol
+    python examples/keep_runs.py save runs/itrsa-protocol runs/akorn-protocol runs/zoo/itrsa-spec
     python examples/keep_runs.py restore          # every saved run back to runs/<name>, unless runs/ is newer
 
 `runs/` is not tracked by git, and a session can end without warning. `save` copies what resuming needs — the
@@ -52,13 +52,25 @@ def save(runs: list[Path]) -> None:
         if _step(run) < 0 and not (run / "general").is_dir():
             print(f"{run}: no complete checkpoint (nor generated puzzles) yet, nothing saved")
             continue
-        _replace(run, STORE / run.name)
-        print(f"saved {run.name} at step {_step(STORE / run.name)} to {STORE.relative_to(ROOT) / run.name}")
+        kept = STORE / _name(run)
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        _replace(run, kept)
+        print(f"saved {_name(run)} at step {_step(kept)} to {kept.relative_to(ROOT)}")
+
+
+def _name(run: Path) -> Path:
+    """The run's path under runs/ (``zoo/itrsa-spec`` for the zoo's runs), or its folder name elsewhere."""
+    try:
+        return run.resolve().relative_to(ROOT / "runs")
+    except ValueError:
+        return Path(run.name)
 
 
 def restore(target_root: Path) -> None:
-    for kept in sorted(p for p in STORE.iterdir() if p.is_dir() and not p.name.endswith(".staging")):
-        target = target_root / kept.name
+    runs = sorted(p.parent for p in STORE.rglob("recipe.json") if not p.parent.name.endswith(".staging"))
+    for kept in runs:
+        target = target_root / kept.relative_to(STORE)
+        target.parent.mkdir(parents=True, exist_ok=True)
         if target.exists() and _step(target) >= _step(kept):
             print(f"{target}: already at step {_step(target)}, left as it is")
             continue
