@@ -119,7 +119,7 @@ def _random_maps(tokens, eta, norm, seeds, heads=4, dim=32):
 
 
 def _sigma(looped, x) -> float:
-    """||J||_2 at ``x``; infinity where the state has blown up so far that float64 derivatives fail their own
+    """‖J‖_2 at ``x``; infinity where the state has blown up so far that float64 derivatives fail their own
     consistency checks (unnormalized maps at large eta: states of 1e11 after 16 loops)."""
     from jacobiscope.errors import JacobiscopeError
     from jacobiscope.linalg.svd import spectral_norm
@@ -134,9 +134,9 @@ def _sigma(looped, x) -> float:
 
 
 def claim_normalization_norm(context: Context) -> Claim:
-    """||J|| of random looped self-attention maps, with RMSNorm and without, at the random unit-RMS start and after
+    """‖J‖ of random looped self-attention maps, with RMSNorm and without, at the random unit-RMS start and after
     16 loops. O(1) means independent of the token count and the step size: over the grid (tokens and eta each
-    spanning 16x), the normalized maps' largest ||J|| is at most 3x their smallest, while without the norm it grows
+    spanning 16x), the normalized maps' largest ‖J‖ is at most 3x their smallest, while without the norm it grows
     >= 10x. Rule: reproduced if that holds at the starts and after 16 loops; partly if after 16 loops only."""
     token_counts = context.sizes((8, 32, 128), (8, 16))
     etas = context.sizes((1.0, 4.0, 16.0), (1.0, 16.0))
@@ -155,7 +155,7 @@ def claim_normalization_norm(context: Context) -> Claim:
                 worst[norm]["orbit"] = max(worst[norm]["orbit"], max(orbit))
                 rows.append((norm, tokens, eta, max(start), max(orbit)))
                 curves.setdefault((norm, tokens), []).append((eta, max(orbit)))
-    table = ["| norm | tokens | eta | max ||J|| at the start | max ||J|| after 16 loops |", "|---|---|---|---|---|"]
+    table = ["| norm | tokens | eta | max ‖J‖ at the start | max ‖J‖ after 16 loops |", "|---|---|---|---|---|"]
     table += [f"| {n} | {t} | {e:g} | {s:.2f} | {o:.2f} |" for n, t, e, s, o in rows]
     def growth(norm, where):
         values = [row[3 if where == "start" else 4] for row in rows if row[0] == norm]
@@ -165,15 +165,15 @@ def claim_normalization_norm(context: Context) -> Claim:
     grows_without = growth("none", "orbit") >= 10
     flat_orbit, flat_start = growth("rmsnorm", "orbit") <= 3, growth("rmsnorm", "start") <= 3
     if flat_orbit and flat_start and grows_without:
-        verdict, why = "reproduced", (f"with the norm ||J|| stays within {growth('rmsnorm', 'orbit'):.1f}x over the "
+        verdict, why = "reproduced", (f"with the norm ‖J‖ stays within {growth('rmsnorm', 'orbit'):.1f}x over the "
                                       f"grid (at most {worst['rmsnorm']['orbit']:.2f})")
     elif flat_orbit and grows_without:
         verdict = "partly"
-        why = (f"along the loop ||J|| stays within {growth('rmsnorm', 'orbit'):.1f}x over the grid (at most "
+        why = (f"along the loop ‖J‖ stays within {growth('rmsnorm', 'orbit'):.1f}x over the grid (at most "
                f"{worst['rmsnorm']['orbit']:.2f}), but at the random starts it grows {growth('rmsnorm', 'start'):.1f}x "
                f"with eta (up to {worst['rmsnorm']['start']:.2f}): the bound needs states the norm has shaped")
     else:
-        verdict, why = "refuted", (f"with the norm ||J|| varies {growth('rmsnorm', 'orbit'):.1f}x over the grid "
+        verdict, why = "refuted", (f"with the norm ‖J‖ varies {growth('rmsnorm', 'orbit'):.1f}x over the grid "
                                    f"(up to {worst['rmsnorm']['orbit']:.2f}) along the loop")
     why += ("; without it the state overflows within 16 loops at the largest eta (its Jacobian is not even "
             "measurable in float64)." if math.isinf(worst["none"]["orbit"])
@@ -184,11 +184,11 @@ def claim_normalization_norm(context: Context) -> Claim:
             axes[0 if norm == "rmsnorm" else 1].plot([p[0] for p in points], [p[1] for p in points], "o-",
                                                      label=f"{tokens} tokens")
         for axis, norm in zip(axes, ("RMSNorm", "no norm")):
-            axis.set(xscale="log", yscale="log", xlabel="eta", ylabel="max ||J|| after 16 loops", title=norm)
+            axis.set(xscale="log", yscale="log", xlabel="eta", ylabel="max ‖J‖ after 16 loops", title=norm)
             axis.legend(fontsize=8)
 
     return Claim("normalization-norm", "Normalization keeps the loop's Jacobian norm O(1)",
-                 "Prop. 5.1 / Sec. 5: with RMSNorm, ||J|| <= (max|gamma|/R)(1 + eta ||J_MSA||) stays O(1) in the "
+                 "Prop. 5.1 / Sec. 5: with RMSNorm, ‖J‖ <= (max|gamma|/R)(1 + eta ‖J_MSA‖) stays O(1) in the "
                  "number of tokens and the step size; without it the norm grows.",
                  f"`systems.self_attention_map` (dim 32, 4 heads, Gaussian weights, float64), "
                  f"{context.sizes(3, 2)} seeds per cell; `spectral_norm` (Lanczos, tol 1e-6).",
@@ -416,12 +416,12 @@ def _solver_maps(context: Context, count: int):
 
 
 def claim_norm_bound(context: Context) -> Claim:
-    """The Prop. 5.1 bound ``(max|gamma|/R)(1 + eta ||J_MSA||)`` against the measured ``||J||`` of the shipped
+    """The Prop. 5.1 bound ``(max|gamma|/R)(1 + eta ‖J_MSA‖)`` against the measured ``‖J‖`` of the shipped
     solvers' loops (AKOrN: its sphere projection, gain 1) and of random normalized maps, along 16 loops. Rule:
     reproduced if the bound is >= the measured norm (to 1e-6 relative) at every state; refuted otherwise."""
     from jacobiscope.dynamics import norm_bound
 
-    rows = ["| map | states | bound / ||J|| mean (min .. max) | ||J|| mean | bound mean | R mean | ||J_MSA|| mean |",
+    rows = ["| map | states | bound / ‖J‖ mean (min .. max) | ‖J‖ mean | bound mean | R mean | ‖J_MSA‖ mean |",
             "|---|---|---|---|---|---|---|"]
     violations, ratios_by_map = 0, {}
     loops = context.sizes((0, 5, 10, 15), (0, 8))
@@ -441,19 +441,19 @@ def claim_norm_bound(context: Context) -> Claim:
     verdict = "reproduced" if violations == 0 else "refuted"
     tightest = min(min(v) for _, v in ratios_by_map.values())
     why = (f"the bound held at every state measured ({violations} violations); it is tight: the mean ratio is "
-           f"{tightest:.2f}x at best, so the bound explains the size of ||J||, not only its finiteness."
+           f"{tightest:.2f}x at best, so the bound explains the size of ‖J‖, not only its finiteness."
            if violations == 0 else f"{violations} states where the measured norm exceeds the bound.")
 
     def draw(axes):
         for name, (ts, values) in ratios_by_map.items():
             axes[0].plot(ts, values, "o-", label=name)
         axes[0].axhline(1.0, color="k", lw=0.8)
-        axes[0].set(xlabel="loop", ylabel="bound / ||J|| (mean over puzzles)")
+        axes[0].set(xlabel="loop", ylabel="bound / ‖J‖ (mean over puzzles)")
         axes[0].legend(fontsize=7)
         axes[1].axis("off")
 
-    return Claim("norm-bound", "The Prop. 5.1 bound on ||J|| holds (and how tight it is)",
-                 "Prop. 5.1: ||J|| <= (max_j |gamma_j| / R)(1 + eta ||J_MSA(X)||_2) for the normalized loop.",
+    return Claim("norm-bound", "The Prop. 5.1 bound on ‖J‖ holds (and how tight it is)",
+                 "Prop. 5.1: ‖J‖ <= (max_j |gamma_j| / R)(1 + eta ‖J_MSA(X)‖₂) for the normalized loop.",
                  "`jacobiscope.norm_bound` (R = the smallest per-token RMS of X + eta Attn(X); both norms by "
                  "Lanczos) on the shipped solvers (SATNet test puzzles from row 9000) and random maps (32 tokens).",
                  "\n".join(rows), verdict, why, _figure(context, "norm_bound", draw), {"violations": violations})
