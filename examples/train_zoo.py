@@ -61,7 +61,7 @@ def train(names: list[str], budget: float, runs: Path, ship_dir: Path, overrides
 
 def table(ship_dir: Path) -> str:
     rows = ["| variant | change | ID T=16 / 32 / 33 / 128 | RRN T=16 / 32 / 33 / 128 | fresh T=16 / 32 / 33 / 128 | "
-            "max Lyapunov | ||J|| at T |", "|---|---|---|---|---|---|---|"]
+            "max Lyapunov | ‖J‖ at T |", "|---|---|---|---|---|---|---|"]
     for name in ZOO["variants"]:
         path = ship_dir / name / "results.json"
         if not path.exists():
