@@ -348,7 +348,11 @@ def claim_criticality(context: Context) -> Claim:
         axes[0].axvspan(0, 0.1, color="green", alpha=0.1, label="the paper's critical band")
         axes[0].set(xlabel="max Lyapunov exponent", ylabel="best OOD board accuracy (%)")
         axes[0].legend(fontsize=8)
-        axes[1].axis("off")
+        in_distribution = [best_over_loops(context.checkpoints[p[0]], "id")[0] for p in points]
+        axes[1].errorbar([p[1] for p in points], [100 * (v or 0) for v in in_distribution],
+                         xerr=[p[2] for p in points], fmt="o")
+        axes[1].axvspan(0, 0.1, color="green", alpha=0.1)
+        axes[1].set(xlabel="max Lyapunov exponent", ylabel="best ID board accuracy (%)")
 
     return Claim("criticality", "The best models sit near criticality (max LE ~ 0 to +0.1)",
                  "Sec. 6: the best-performing looped models have a max Lyapunov exponent near zero.",
