@@ -50,3 +50,60 @@ def test_quick_run_writes_every_selected_claim_with_a_verdict_and_figure(tmp_pat
     assert figure.stat().st_size > 10_000 and "](figures/repro_normalization_eigenvalues.png)" in text
     # the shipped itrsa-sudoku card's OOD accuracy rises with T: the claim reads it from results.json
     assert claims[1].verdict in ("reproduced", "partly") and "itrsa-sudoku" in claims[1].table
+
+
+def _card(ood: dict, lyapunov: float, id_accuracy: float = 0.9) -> dict:
+    """A results.json shaped like a shipped card: board accuracy per loop count, and the loop's max exponent."""
+    def split(values):
+        return {"votes=1": {str(t): {"board_accuracy": v} for t, v in values.items()}}
+
+    return {"id": split({16: id_accuracy, 32: id_accuracy, 128: id_accuracy}), "ood": split(ood),
+            "dynamics_id": {"max_lyapunov_mean": lyapunov}}
+
+
+def _context(claims, checkpoints, tmp_path):
+    return claims.Context(quick=True, figures=tmp_path, checkpoints=checkpoints, document=tmp_path)
+
+
+def test_akorn_dimension_verdict_compares_test_time_gains(tmp_path):
+    claims = _load("reproduction_claims")
+    n4 = _card({16: 0.10, 128: 0.20}, -0.1)              # gains 10 points
+    n32_loses = _card({16: 0.10, 128: 0.12}, -0.1)       # gains 2: loses the scaling
+    norm_restores = _card({16: 0.10, 128: 0.30}, -0.1)   # gains 20: above N=4
+    zoo = {"zoo/akorn-n4": n4, "zoo/akorn-n32": n32_loses, "zoo/akorn-oscillator-norm": norm_restores}
+    claim = claims.claim_akorn_dimension(_context(claims, zoo, tmp_path))
+    assert claim.verdict == "reproduced" and "+10.0" in claim.why and "+2.0" in claim.why
+    zoo["zoo/akorn-oscillator-norm"] = _card({16: 0.10, 128: 0.15}, -0.1)  # gains 5 < 10: does not restore
+    assert claims.claim_akorn_dimension(_context(claims, zoo, tmp_path)).verdict == "partly"
+    zoo["zoo/akorn-n32"] = _card({16: 0.10, 128: 0.40}, -0.1)  # N=32 scales better than N=4
+    assert claims.claim_akorn_dimension(_context(claims, zoo, tmp_path)).verdict == "refuted"
+    # N=8 is optional: its row shows when shipped, its absence does not block the verdict
+    assert "| akorn-n8 | not trained yet" in claims.claim_akorn_dimension(_context(claims, zoo, tmp_path)).table
+    del zoo["zoo/akorn-n32"]
+    missing = claims.claim_akorn_dimension(_context(claims, zoo, tmp_path))
+    assert missing.verdict == "not testable here" and "akorn-n32" in missing.why
+
+
+def test_regularizer_verdict_averages_best_ood_over_seed_repeats(tmp_path):
+    claims = _load("reproduction_claims")
+    zoo = {"zoo/itrsa-base": _card({16: 0.05, 128: 0.10}, -0.1),
+           "zoo/itrsa-spec": _card({16: 0.05, 128: 0.30}, -0.2),
+           "zoo/itrsa-e-multi": _card({16: 0.01, 128: 0.02}, -0.3)}
+    assert claims.claim_regularizers(_context(claims, zoo, tmp_path)).verdict == "reproduced"
+    # a second Spec seed at 0% pulls Spec's mean to 15%: still above the base by more than a point
+    zoo["zoo/itrsa-spec-seed1"] = _card({16: 0.0, 128: 0.0}, -0.2)
+    claim = claims.claim_regularizers(_context(claims, zoo, tmp_path))
+    assert claim.verdict == "reproduced" and "Spec 15.0%" in claim.why and "itrsa-spec 2" in claim.why
+    zoo["zoo/itrsa-spec-seed2"] = _card({16: 0.0, 128: 0.0}, -0.2)  # mean 10.0%: no longer helps
+    assert claims.claim_regularizers(_context(claims, zoo, tmp_path)).verdict == "partly"
+
+
+def test_energy_constrained_verdict_needs_both_energy_variants(tmp_path):
+    claims = _load("reproduction_claims")
+    zoo = {"zoo/itrsa-base": _card({16: 0.05, 128: 0.10}, -0.10),
+           "zoo/itrsa-e-multi": _card({16: 0.0, 128: 0.01}, -0.30)}
+    assert claims.claim_energy_constrained(_context(claims, zoo, tmp_path)).verdict == "not testable here"
+    zoo["zoo/itrsa-e-single"] = _card({16: 0.0, 128: 0.02}, -0.05)  # worse, but contracts less than the base
+    assert claims.claim_energy_constrained(_context(claims, zoo, tmp_path)).verdict == "partly"
+    zoo["zoo/itrsa-e-single"] = _card({16: 0.0, 128: 0.02}, -0.20)
+    assert claims.claim_energy_constrained(_context(claims, zoo, tmp_path)).verdict == "reproduced"
