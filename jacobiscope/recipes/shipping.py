@@ -84,12 +84,14 @@ def measure_checkpoint(model, *, loops=CARD_LOOPS, votes=(1,), ood_limit: int = 
                                            for t, grid in sorted(along.items())}}
     dynamics_rows = id_test.select(range(min(dynamics_puzzles, len(id_test))))
     results["dynamics_id"] = _dynamics_on(model, data.to_tensor(list(dynamics_rows["puzzle"])), int(model.config.loops))
-    results["ood_rows"] = f"RRN test rows 0-{ood_limit - 1} (of 18,000)"
+    results["ood_rows"] = ("RRN test, all 18,000 puzzles" if len(ood) >= 18_000 else
+                           f"RRN test rows 0-{len(ood) - 1} (of 18,000)")
     results["fresh_rows"] = (f"{fresh_limit} fresh puzzles from jacobiscope's generator ({FRESH_GIVENS[0]}-"
                              f"{FRESH_GIVENS[1]} givens, unique solutions, seed {FRESH_SEED})")
     results["measured"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     device = next(model.parameters()).device
-    where = torch.cuda.get_device_name(device) if device.type == "cuda" else f"{torch.get_num_threads()} CPU threads"
+    where = torch.cuda.get_device_name(device) if device.type == "cuda" else (
+        f"{torch.get_num_threads()} CPU thread{'s' if torch.get_num_threads() > 1 else ''}")
     results["machine"] = f"{platform.machine()}, torch {torch.__version__}, {where}"
     return results
 
@@ -117,7 +119,7 @@ def _training_data(recipe: dict) -> str:
 def _fresh_section(results: dict) -> str:
     if not results.get("fresh"):
         return ""
-    return f"\nFresh puzzles, {results['fresh_rows']}:\n\n{_table(results, 'fresh')}\n"
+    return f"\nFresh puzzles: {results['fresh_rows']}:\n\n{_table(results, 'fresh')}\n"
 
 
 def write_model_card(folder, *, name: str, recipe: dict, results: dict, training: dict, description: str,
