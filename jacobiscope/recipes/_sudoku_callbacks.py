@@ -103,7 +103,14 @@ class _AccuracyCallback(TrainerCallback):
         previous = out_dir / "accuracy_history.json"
         if previous.exists():  # a resumed run continues the record and the best score
             self.history = json.loads(previous.read_text())
-            self.best = max((entry.get("validation_board_accuracy", -1.0) for entry in self.history), default=-1.0)
+
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        # Records past the resumed step belong to a save that was interrupted: the run will redo those steps.
+        self.history = [entry for entry in self.history if entry["step"] <= state.global_step]
+        self.best = max((entry.get("validation_board_accuracy", -1.0) for entry in self.history), default=-1.0)
+        if state.global_step and not any(entry["step"] == state.global_step for entry in self.history):
+            # The process died while validating the checkpoint it resumes from: score it now, as it would have been.
+            self.on_save(args, state, control, model=model)
 
     def on_save(self, args, state, control, model=None, **kwargs):
         from ..data.sudoku import board_accuracy
@@ -135,9 +142,13 @@ class _AccuracyCallback(TrainerCallback):
               flush=True)
 
 
-def _checkpoint_is_complete(folder: Path, needs_average: bool) -> bool:
-    """A process killed mid-save leaves a folder without some file or with a truncated state: not resumable."""
+def _checkpoint_is_complete(folder: Path, needs_average: bool, needs_streams: bool = False) -> bool:
+    """A process killed mid-save leaves a folder without some file or with a truncated state: not resumable.
+
+    The Trainer writes ``trainer_state.json`` after its own files; the callbacks write the weight average and the
+    random streams after it, so those are checked by name."""
     required = ["trainer_state.json", "model.safetensors"] + (["ema.safetensors"] if needs_average else [])
+    required += [RandomStreamsCallback.FILE] if needs_streams else []
     if not all((folder / name).is_file() for name in required):
         return False
     try:
@@ -150,7 +161,10 @@ def _checkpoint_is_complete(folder: Path, needs_average: bool) -> bool:
 def _latest_checkpoint(out_dir: Path, needs_average: bool = False) -> str | None:
     checkpoints = sorted((p for p in out_dir.glob("checkpoint-*") if p.name.split("-")[-1].isdigit()),
                          key=lambda p: int(p.name.split("-")[-1]))
-    complete = [p for p in checkpoints if _checkpoint_is_complete(p, needs_average)]
+    # A run saved by a jacobiscope that records the random streams must have them in the checkpoint it resumes
+    # from (without them the resumed run draws other batches); older runs, which never had them, still resume.
+    needs_streams = any((p / RandomStreamsCallback.FILE).is_file() for p in checkpoints)
+    complete = [p for p in checkpoints if _checkpoint_is_complete(p, needs_average, needs_streams)]
     newest = int(complete[-1].name.split("-")[-1]) if complete else -1
     skipped = [p.name for p in checkpoints if p not in complete and int(p.name.split("-")[-1]) > newest]
     if skipped:

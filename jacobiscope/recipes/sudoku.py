@@ -315,7 +315,8 @@ def train_sudoku(recipe: SudokuRecipe, out_dir, *, resume: bool = True, data_pat
         streams["augmentation"] = train_set.augmentation_stream
     random_streams = RandomStreamsCallback(streams, checkpoint)
     collator.after_batch = random_streams.record
-    callbacks = [c for c in (ema, accuracy, budget, random_streams) if c is not None]
+    # Order matters for a kill mid-save: the small files a resume needs first, the slow validation last.
+    callbacks = [c for c in (ema, random_streams, budget, accuracy) if c is not None]
     trainer = trainer_class(model=model, args=args, train_dataset=train_set, callbacks=callbacks,
                             data_collator=collator)
     if ema is not None:
