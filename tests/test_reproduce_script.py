@@ -50,6 +50,9 @@ def test_quick_run_writes_every_selected_claim_with_a_verdict_and_figure(tmp_pat
     assert figure.stat().st_size > 10_000 and "](figures/repro_normalization_eigenvalues.png)" in text
     # the shipped itrsa-sudoku card's OOD accuracy rises with T: the claim reads it from results.json
     assert claims[1].verdict in ("reproduced", "partly") and "itrsa-sudoku" in claims[1].table
+    # energy-constrained variants are listed, not scored: they cannot scale what they never solve (their own claim)
+    if (BENCHMARKS.parent / "hub_configs" / "zoo" / "itrsa-e-multi" / "results.json").is_file():
+        assert "| zoo/itrsa-e-multi | attention=e_multi: an energy-constrained variant, left out" in claims[1].table
 
 
 def _card(ood: dict, lyapunov: float, id_accuracy: float = 0.9) -> dict:
