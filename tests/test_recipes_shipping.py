@@ -22,3 +22,13 @@ def test_ship_checkpoint_writes_a_consistent_folder(tmp_path):
     config = json.loads((folder / "config.json").read_text())
     assert config["auto_map"]["AutoModel"] == "modeling_akorn.AKOrNForSudoku"
     assert not (tmp_path / "out.staging").exists()
+    assert results["ood_rows"] == "RRN test rows 0-19 (of 18,000)" and "RRN test rows 0-19 (of 18,000)" in card
+    assert "Fine-tuned from" not in card  # trained from scratch: the card must not claim a starting checkpoint
+
+    from jacobiscope.recipes.shipping import write_model_card
+
+    tuned = tmp_path / "tuned"
+    tuned.mkdir()
+    write_model_card(tuned, name="tiny-tuned", recipe={"arch": "akorn", "init_from": "akorn-sudoku"}, results=results,
+                     training={"summary": "10 steps."}, description="A test.", limitations=["tiny"])
+    assert "Fine-tuned from `akorn-sudoku`" in (tuned / "README.md").read_text()

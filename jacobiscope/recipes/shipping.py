@@ -116,6 +116,13 @@ def _training_data(recipe: dict) -> str:
     return "SATNet Sudoku rows 0-8999 only (the AKOrN / paper protocol; no test puzzle used for training or tuning)"
 
 
+def _starting_point(recipe: dict) -> str:
+    if not recipe.get("init_from"):
+        return ""
+    return (f"Fine-tuned from `{recipe['init_from']}` as shipped when this training started (its card describes how it "
+            "was trained), not trained from scratch.\n")
+
+
 def _fresh_section(results: dict) -> str:
     if not results.get("fresh"):
         return ""
@@ -157,7 +164,7 @@ carries its own modeling code).
 ```
 
 Training data: {_training_data(recipe)}{', with random symmetry augmentation (digit relabelling, band/stack/row/column permutations, transposition) drawn afresh every epoch' if recipe.get('augment') else ''}.
-Trained with `jacobiscope sudoku train` on `transformers.Trainer`: {training.get('summary', '')}
+{_starting_point(recipe)}Trained with `jacobiscope sudoku train` on `transformers.Trainer`: {training.get('summary', '')}
 
 ## Results (board accuracy: a board counts only if every blank is right)
 
