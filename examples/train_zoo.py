@@ -51,10 +51,13 @@ def train(names: list[str], budget: float, runs: Path, ship_dir: Path, overrides
         recipe = recipe_for(name, max_seconds=left, **overrides)
         summary = train_sudoku(recipe, runs / name, progress=False)
         print(f"[zoo] {name}: step {summary['steps']} of {recipe.max_steps}", flush=True)
-        if summary["steps"] < recipe.max_steps:
+        diverged = summary.get("diverged")
+        if summary["steps"] < recipe.max_steps and not diverged:
             break  # out of budget: the next call resumes this run
-        ship_checkpoint(runs / name / "best", f"zoo/{name}", description=describe(name),
-                        limitations=["A small CPU-trained variant for comparisons within the zoo, not a best model."],
+        limitations = ["A small CPU-trained variant for comparisons within the zoo, not a best model."]
+        if diverged:  # shipped as reached (the zoo measures what a change does, failure included)
+            limitations.append(f"Training diverged: {diverged['why']} (of {recipe.max_steps} planned).")
+        ship_checkpoint(runs / name / "best", f"zoo/{name}", description=describe(name), limitations=limitations,
                         destination=ship_dir / name, training={"summary": f"{summary['steps']} steps"}, **measure)
         print(f"[zoo] shipped {name}", flush=True)
 

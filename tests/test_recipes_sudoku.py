@@ -168,3 +168,28 @@ def test_resumed_run_keeps_its_weight_average_and_skips_incomplete_checkpoints(t
     raw = load_file(str(tmp_path / "whole" / "final" / "model.safetensors"))
     assert max(float((whole[k] - raw[k]).abs().max()) for k in whole) > 1e-4  # the average is not the raw weights
     assert max(float((whole[k] - split[k]).abs().max()) for k in whole) < 1e-5
+
+
+def test_a_diverging_run_stops_with_its_last_finite_weights(tmp_path):
+    """A loop without normalization, a large initialization and step size: the gradients overflow within a few
+    steps. The run must stop there with the weights of the last finite step — the same weights as a run told to
+    stop after that many steps — and a later call must report it, not resume into NaN."""
+    from safetensors.torch import load_file
+
+    torch.set_num_threads(1)
+    options = dict(arch="itrsa", hidden_size=16, num_heads=2, loops=8, norm="none", initializer_range=0.3,
+                   learning_rate=0.3, batch_size=8, max_steps=12, save_steps=4, logging_steps=50, train_limit=64,
+                   eval_limit=4, warmup_steps=0, augment=False, seed=0)
+    summary = train_sudoku(SudokuRecipe(**options), tmp_path / "diverged", progress=False)
+    record = summary["diverged"]
+    assert summary["steps"] < options["max_steps"] and record["stopped_at"] == summary["steps"]
+    assert (tmp_path / "diverged" / "diverged.json").is_file() and "non-finite" in record["why"]
+    kept = load_file(str(tmp_path / "diverged" / "final" / "model.safetensors"))
+    assert all(bool(torch.isfinite(value).all()) for value in kept.values())
+    assert all(bool(torch.isfinite(v).all()) for v in load_file(str(tmp_path / "diverged" / "best" / "model.safetensors")).values())
+    if record["step"] > 0:  # the independent reference: the same recipe stopped after that many steps
+        train_sudoku(SudokuRecipe(**dict(options, max_steps=record["step"])), tmp_path / "short", progress=False)
+        reference = load_file(str(tmp_path / "short" / "final" / "model.safetensors"))
+        assert max(float((kept[k] - reference[k]).abs().max()) for k in kept) <= 1e-6
+    again = train_sudoku(SudokuRecipe(**options), tmp_path / "diverged", progress=False)
+    assert again["already_finished"] and again["diverged"] == record

@@ -227,3 +227,39 @@ class RandomStreamsCallback(TrainerCallback):
         folder.mkdir(parents=True, exist_ok=True)
         streams = {name: [value[0], list(value[1]), value[2]] for name, value in snapshot.items()}
         atomic_write_text(folder / self.FILE, json.dumps(streams))
+
+
+class DivergenceCallback(TrainerCallback):
+    """Stops a run whose gradients go non-finite, with the last finite weights: they are put back into the model
+    before the stop's checkpoint is saved, and ``diverged.json`` in the run folder records the step, so a later call
+    reports the run as diverged instead of resuming into NaN weights. Without it a diverging run (a loop without
+    normalization) trains on NaN until ``max_steps`` and leaves nothing to measure."""
+
+    FILE = "diverged.json"
+
+    def __init__(self, out_dir: Path):
+        self.out_dir = Path(out_dir)
+        self.finite: dict[str, torch.Tensor] | None = None
+        self.step: int | None = None
+
+    def on_pre_optimizer_step(self, args, state, control, model=None, **kwargs):
+        if self.step is not None or model is None:
+            return
+        if all(p.grad is None or bool(torch.isfinite(p.grad).all()) for p in model.parameters()):
+            return
+        self.step = state.global_step  # optimizer steps completed with finite gradients
+        self.finite = {name: value.detach().clone() for name, value in model.state_dict().items()}
+
+    def on_step_end(self, args, state, control, model=None, **kwargs):
+        if self.finite is None:
+            return control
+        with torch.no_grad():
+            model.load_state_dict(self.finite)
+        self.finite = {}  # restored once; the record stays
+        atomic_write_text(self.out_dir / self.FILE, json.dumps({
+            "step": self.step, "stopped_at": state.global_step,
+            "why": f"gradients became non-finite in optimizer step {self.step + 1}; the weights after step "
+                   f"{self.step} (the last finite ones) were kept and training stopped"}))
+        control.should_training_stop = True
+        control.should_save = True
+        return control

@@ -15,7 +15,7 @@ from transformers import Trainer, TrainingArguments
 
 from .._io import atomic_write_text
 from ._sudoku_callbacks import (
-    EMACallback, RandomStreamsCallback, TimeBudgetCallback, _AccuracyCallback, _latest_checkpoint
+    DivergenceCallback, EMACallback, RandomStreamsCallback, TimeBudgetCallback, _AccuracyCallback, _latest_checkpoint
 )
 
 __all__ = ["SudokuRecipe", "train_sudoku", "evaluate_sudoku", "predict_along", "puzzle_records", "EMACallback",
@@ -305,6 +305,11 @@ def train_sudoku(recipe: SudokuRecipe, out_dir, *, resume: bool = True, data_pat
         bf16=recipe.bf16,
     )
     checkpoint = _latest_checkpoint(out_dir, needs_average=ema is not None) if resume else None
+    diverged = out_dir / DivergenceCallback.FILE
+    if resume and diverged.is_file() and (out_dir / "train_summary.json").is_file():
+        # Resuming would start from weights whose next step overflows again: report the run as it ended.
+        return dict(json.loads((out_dir / "train_summary.json").read_text()), already_finished=True)
+    diverged.unlink(missing_ok=True)
     finished = _finished_summary(out_dir, checkpoint, recipe)
     if finished is not None:
         return finished
@@ -316,7 +321,8 @@ def train_sudoku(recipe: SudokuRecipe, out_dir, *, resume: bool = True, data_pat
     random_streams = RandomStreamsCallback(streams, checkpoint)
     collator.after_batch = random_streams.record
     # Order matters for a kill mid-save: the small files a resume needs first, the slow validation last.
-    callbacks = [c for c in (ema, random_streams, budget, accuracy) if c is not None]
+    divergence = DivergenceCallback(out_dir)  # first: it puts finite weights back before the others see them
+    callbacks = [c for c in (divergence, ema, random_streams, budget, accuracy) if c is not None]
     trainer = trainer_class(model=model, args=args, train_dataset=train_set, callbacks=callbacks,
                             data_collator=collator)
     if ema is not None:
@@ -331,6 +337,8 @@ def train_sudoku(recipe: SudokuRecipe, out_dir, *, resume: bool = True, data_pat
     summary = {"steps": result.global_step, "train_loss": result.training_loss, "seconds": time.perf_counter() - started,
                "resumed_from": checkpoint, "best_validation_board_accuracy": accuracy.best,
                "puzzles_per_second": result.global_step * recipe.batch_size / max(time.perf_counter() - started, 1e-9)}
+    if divergence.step is not None:
+        summary["diverged"] = json.loads(diverged.read_text())
     atomic_write_text(out_dir / "train_summary.json", json.dumps(summary, indent=1))
     return summary
 
