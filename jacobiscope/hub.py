@@ -41,12 +41,19 @@ def shipped_checkpoints() -> dict[str, Path]:
     root = shipped_folder("hub_configs")
     found = {}
     for path in sorted(root.iterdir()):
+        if _being_written(path):
+            continue
         if (path / "config.json").is_file():
             found[path.name] = path
         elif path.is_dir():
             found.update({f"{path.name}/{sub.name}": sub for sub in sorted(path.iterdir())
-                          if (sub / "config.json").is_file()})
+                          if (sub / "config.json").is_file() and not _being_written(sub)})
     return found
+
+
+def _being_written(path: Path) -> bool:
+    # `ship_checkpoint` builds a folder as <name>.staging and renames it when complete: not a checkpoint yet.
+    return path.name.endswith(".staging") or path.name.startswith(".")
 
 
 def resolve_checkpoint(name_or_path) -> str:

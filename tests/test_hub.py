@@ -88,3 +88,15 @@ def test_push_prepares_and_uploads(tmp_path, monkeypatch):
     assert url.endswith("/commit/abc") and calls["repo"] == ("someone/akorn-sudoku", False)
     assert {"config.json", "model.safetensors", "modeling_akorn.py", "configuration_akorn.py"} <= set(calls["files"])
     assert "auto_map" not in json.loads((folder / "config.json").read_text())  # the source folder is untouched
+
+
+def test_a_folder_still_being_shipped_is_not_a_checkpoint(tmp_path, monkeypatch):
+    """`ship_checkpoint` writes <name>.staging and renames it when complete: until then (or if it was interrupted)
+    the half-written folder must not be offered, or loaded, by name."""
+    import jacobiscope.hub as hub
+
+    for folder in ("itrsa-x", "itrsa-x.staging", "zoo/variant", "zoo/other.staging", ".hidden"):
+        (tmp_path / folder).mkdir(parents=True)
+        (tmp_path / folder / "config.json").write_text("{}")
+    monkeypatch.setattr(hub, "shipped_folder", lambda name: tmp_path)
+    assert sorted(hub.shipped_checkpoints()) == ["itrsa-x", "zoo/variant"]
