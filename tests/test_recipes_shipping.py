@@ -12,10 +12,12 @@ def test_ship_checkpoint_writes_a_consistent_folder(tmp_path):
     model.save_pretrained(tmp_path / "run" / "best")
     (tmp_path / "run" / "recipe.json").write_text(json.dumps({"arch": "akorn", "hidden_size": 16}))
     folder = ship_checkpoint(tmp_path / "run" / "best", "tiny-akorn", description="A test.", limitations=["tiny"],
-                             loops=(1, 2), votes=(1, 2), ood_limit=20, vote_limit=10, destination=tmp_path / "out")
+                             loops=(1, 2), votes=(1, 2), ood_limit=20, vote_limit=10, destination=tmp_path / "out",
+                             fresh_limit=8, dynamics_puzzles=2)
     results = json.loads((folder / "results.json").read_text())
     assert set(results["id"]) == {"votes=1", "votes=2"} and results["id"]["votes=2"]["1"]["puzzles"] == 10
     assert results["id"]["votes=1"]["2"]["puzzles"] == 1000 and results["ood"]["votes=1"]["1"]["puzzles"] == 20
+    assert results["fresh"]["votes=1"]["2"]["puzzles"] == 8 and results["dynamics_id"]["puzzles"] == 2
     card = (folder / "README.md").read_text()
     assert card.startswith("---\n") and "| 2 (first 10 puzzles) |" in card
     assert f"{100 * results['check_slice']['board_accuracy']:.1f}%" in card
