@@ -7,7 +7,7 @@ import transformers
 
 import jacobiscope
 from jacobiscope.adapters import AdapterError
-from conftest import check_loop_depth_readout
+from conftest import autograd_jacobian, check_loop_depth_readout
 
 H_CYCLES, L_CYCLES = 3, 4
 
@@ -77,7 +77,7 @@ def test_the_jacobian_through_one_step_is_the_dense_one(name):
     # The model runs its early L-cycles under no_grad; the step calls the stacks directly, so jvp/vjp see them all.
     for looped, tol in ((looped, None), (looped.to(torch.float64), 1e-8)):
         x = looped.x0
-        dense = torch.autograd.functional.jacobian(looped.step, x).reshape(x.numel(), x.numel())
+        dense = autograd_jacobian(looped.step, x)
         sigma = float(jacobiscope.spectral_norm(looped, x, tol=tol).value)
         assert torch.isfinite(torch.tensor(sigma))
         assert sigma == pytest.approx(float(torch.linalg.matrix_norm(dense, ord=2)), rel=1e-5), x.dtype
