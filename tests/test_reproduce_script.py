@@ -53,6 +53,9 @@ def test_quick_run_writes_every_selected_claim_with_a_verdict_and_figure(tmp_pat
     # energy-constrained variants are listed, not scored: they cannot scale what they never solve (their own claim)
     if (BENCHMARKS.parent / "hub_configs" / "zoo" / "itrsa-e-multi" / "results.json").is_file():
         assert "| zoo/itrsa-e-multi | attention=e_multi: an energy-constrained variant, left out" in claims[1].table
+    # so is the variant without normalization: the paper's ItrSA is normalized
+    if (BENCHMARKS.parent / "hub_configs" / "zoo" / "itrsa-no-norm" / "results.json").is_file():
+        assert "| zoo/itrsa-no-norm | norm=none: not the paper's (normalized) ItrSA, left out" in claims[1].table
 
 
 def _card(ood: dict, lyapunov: float, id_accuracy: float = 0.9) -> dict:
