@@ -4,6 +4,9 @@
     python examples/train_zoo.py --only itrsa-heads-1 akorn-n8
     python examples/train_zoo.py --table                     # print the README table of the shipped variants
 
+Start it once per core to train two variants at a time: a variant is locked from its training to its shipping
+(`runs/zoo/<name>/.zoo.lock`, the operating system's lock, gone with its process), and a call skips what another holds.
+
 The variants and their bases are `examples/recipes/zoo.json`. Runs live in `runs/zoo/<name>` and resume where they
 stopped (checkpoints every `save_steps`; a run stops cleanly when the budget is spent, so a session can end at any
 time). A variant whose run reached its `max_steps` is measured (ID: all 1,000 SATNet test puzzles; OOD: the first
@@ -38,8 +41,9 @@ def describe(name: str) -> str:
 
 
 def train(names: list[str], budget: float, runs: Path, ship_dir: Path, overrides: dict, measure: dict) -> None:
-    from jacobiscope.recipes.shipping import ship_checkpoint
-    from jacobiscope.recipes.sudoku import train_sudoku
+    """Train and ship ``names`` in order until ``budget`` seconds are spent. Several calls may run at once (one per
+    core): each variant is locked from its training to its shipping, and a call skips a variant another holds."""
+    from jacobiscope._locks import FolderBusyError, folder_lock
 
     deadline = time.monotonic() + budget
     for name in names:
@@ -48,18 +52,34 @@ def train(names: list[str], budget: float, runs: Path, ship_dir: Path, overrides
         left = deadline - time.monotonic()
         if left <= 0:
             break
-        recipe = recipe_for(name, max_seconds=left, **overrides)
-        summary = train_sudoku(recipe, runs / name, progress=False)
-        print(f"[zoo] {name}: step {summary['steps']} of {recipe.max_steps}", flush=True)
-        diverged = summary.get("diverged")
-        if summary["steps"] < recipe.max_steps and not diverged:
-            break  # out of budget: the next call resumes this run
-        limitations = ["A small CPU-trained variant for comparisons within the zoo, not a best model."]
-        if diverged:  # shipped as reached (the zoo measures what a change does, failure included)
-            limitations.append(f"Training diverged: {diverged['why']} (of {recipe.max_steps} planned).")
-        ship_checkpoint(runs / name / "best", f"zoo/{name}", description=describe(name), limitations=limitations,
-                        destination=ship_dir / name, training={"summary": f"{summary['steps']} steps"}, **measure)
-        print(f"[zoo] shipped {name}", flush=True)
+        try:
+            with folder_lock(runs / name, "trained or shipped", name=".zoo.lock"):
+                if (ship_dir / name / "results.json").exists():
+                    continue  # shipped by another call since the check above
+                if not train_one(name, left, runs, ship_dir, overrides, measure):
+                    break  # out of budget: the next call resumes this run
+        except FolderBusyError as busy:
+            print(f"[zoo] {name}: skipped, {busy}", flush=True)
+
+
+def train_one(name: str, seconds: float, runs: Path, ship_dir: Path, overrides: dict, measure: dict) -> bool:
+    """Train one variant for at most ``seconds``; ship it when its run is finished (True) or say it is not (False)."""
+    from jacobiscope.recipes.shipping import ship_checkpoint
+    from jacobiscope.recipes.sudoku import train_sudoku
+
+    recipe = recipe_for(name, max_seconds=seconds, **overrides)
+    summary = train_sudoku(recipe, runs / name, progress=False)
+    print(f"[zoo] {name}: step {summary['steps']} of {recipe.max_steps}", flush=True)
+    diverged = summary.get("diverged")
+    if summary["steps"] < recipe.max_steps and not diverged:
+        return False
+    limitations = ["A small CPU-trained variant for comparisons within the zoo, not a best model."]
+    if diverged:  # shipped as reached (the zoo measures what a change does, failure included)
+        limitations.append(f"Training diverged: {diverged['why']} (of {recipe.max_steps} planned).")
+    ship_checkpoint(runs / name / "best", f"zoo/{name}", description=describe(name), limitations=limitations,
+                    destination=ship_dir / name, training={"summary": f"{summary['steps']} steps"}, **measure)
+    print(f"[zoo] shipped {name}", flush=True)
+    return True
 
 
 def table(ship_dir: Path) -> str:

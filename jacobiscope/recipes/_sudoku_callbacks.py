@@ -169,7 +169,7 @@ def _latest_checkpoint(out_dir: Path, needs_average: bool = False) -> str | None
     skipped = [p.name for p in checkpoints if p not in complete and int(p.name.split("-")[-1]) > newest]
     if skipped:
         warnings.warn(f"skipping incomplete checkpoint(s) {', '.join(skipped)} in {out_dir} (a save was interrupted); "
-                      f"resuming from {complete[-1].name if complete else 'the start'}", stacklevel=3)
+                      f"resuming from {complete[-1].name if complete else 'the start'}", stacklevel=4)
     return str(complete[-1]) if complete else None
 
 

@@ -247,12 +247,18 @@ def train_sudoku(recipe: SudokuRecipe, out_dir, *, resume: bool = True, data_pat
     """Train ``recipe`` into ``out_dir`` (checkpoints, ``best/``, ``final/``, ``recipe.json``, accuracy history).
 
     Resumes from the newest complete checkpoint in ``out_dir`` unless ``resume=False``; ``progress=False`` hides the
-    Trainer's progress bar. Returns a summary dict.
+    Trainer's progress bar. Returns a summary dict. One process trains a folder at a time: a second call on a folder
+    that a live process is training raises `jacobiscope._locks.FolderBusyError` before touching it.
     """
+    from .._locks import folder_lock
+
+    with folder_lock(out_dir, "trained"):
+        return _train_sudoku(recipe, Path(out_dir), resume=resume, data_path=data_path, progress=progress)
+
+
+def _train_sudoku(recipe: SudokuRecipe, out_dir: Path, *, resume: bool, data_path, progress: bool) -> dict:
     from ..data import sudoku as data
 
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out_dir / "recipe.json", json.dumps(asdict(recipe), indent=1))
     torch.manual_seed(recipe.seed)
     train_set, _ = data.satnet_splits(data_path, limit=None)  # the test rows are never read here
