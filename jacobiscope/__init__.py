@@ -38,7 +38,7 @@ _EXPORTS = {
                  "token_order_parameters", "lyapunov_spectrum", "oscillation_measures", "pseudo_energy",
                  "NormBound", "norm_bound", "drive_map", "without_norm", "EnergySplit", "LoopOverlaps",
                  "SymmetricEigenResult", "energy_split", "symmetric_eigenpairs", "symmetric_overlap_along_loop"),
-    "errors": ("ArgumentError", "ConvergenceWarning", "JacobiscopeError", "MemoryBudgetError", "NonFiniteStateError",
+    "errors": ("ArgumentError", "ConvergenceWarning", "FolderBusyError", "JacobiscopeError", "MemoryBudgetError", "NonFiniteStateError",
                "StepError",
                "NonFiniteWarning", "StateError", "StepOutputError"),
     "linalg": ("EigenResult", "JacobianOperator", "SpectralNormResult", "jacobian", "jacobian_eigenvalues",

@@ -26,7 +26,7 @@ import os
 import socket
 from pathlib import Path
 
-from .errors import JacobiscopeError
+from .errors import FolderBusyError
 
 try:
     import fcntl
@@ -36,15 +36,6 @@ except ImportError:  # pragma: no cover - Windows
 __all__ = ["folder_lock", "FolderBusyError", "LOCK_NAME"]
 
 LOCK_NAME = ".jacobiscope.lock"
-
-
-class FolderBusyError(JacobiscopeError, RuntimeError):
-    """Another live process holds the folder's lock (``pid``, ``host``): two writers would corrupt its files."""
-
-    def __init__(self, message: str, pid: int, host: str):
-        super().__init__(message)
-        self.pid = pid
-        self.host = host
 
 
 def _holder_of(descriptor: int) -> dict:

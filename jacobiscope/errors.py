@@ -45,6 +45,16 @@ class MemoryBudgetError(JacobiscopeError, MemoryError):
         self.budget_bytes = budget_bytes
 
 
+class FolderBusyError(JacobiscopeError, RuntimeError):
+    """Another live process holds a folder's lock (``pid``, ``host``): two writers (two trainings of one run
+    folder) would corrupt its files."""
+
+    def __init__(self, message: str, pid: int, host: str):
+        super().__init__(message)
+        self.pid = pid
+        self.host = host
+
+
 class NonFiniteWarning(RuntimeWarning):
     """A trajectory went NaN/Inf; the affected results are flagged rather than silently returned."""
 
