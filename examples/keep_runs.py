@@ -21,8 +21,17 @@ KEEP = ("recipe.json", "accuracy_history.json", "best", "general")
 
 
 def _newest_checkpoint(run: Path) -> Path | None:
-    done = [p for p in run.glob("checkpoint-*") if (p / "trainer_state.json").exists()]
-    return max(done, key=lambda p: int(p.name.split("-")[-1])) if done else None
+    """The newest checkpoint the run could resume from — by the trainer's own test, so a save still being written
+    (weights there, weight average or random streams not yet) is never the one kept."""
+    import warnings
+
+    from jacobiscope.recipes._sudoku_callbacks import _latest_checkpoint
+
+    averaged = any((p / "ema.safetensors").is_file() for p in run.glob("checkpoint-*"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # an incomplete newer save is expected while the run is training
+        newest = _latest_checkpoint(run, needs_average=averaged)
+    return Path(newest) if newest else None
 
 
 def _step(run: Path) -> int:
@@ -55,7 +64,15 @@ def save(runs: list[Path]) -> None:
         kept = STORE / _name(run)
         kept.parent.mkdir(parents=True, exist_ok=True)
         _replace(run, kept)
-        print(f"saved {_name(run)} at step {_step(kept)} to {kept.relative_to(ROOT)}")
+        print(f"saved {_name(run)} at step {_step(kept)} to {_shown(kept)}")
+
+
+def _shown(path: Path) -> Path:
+    """``path`` relative to the repository when it lies inside it."""
+    try:
+        return path.resolve().relative_to(ROOT)
+    except ValueError:
+        return path
 
 
 def _name(run: Path) -> Path:
