@@ -271,6 +271,19 @@ def test_load_csv_tolerates_comma_space_blank_lines_header_and_dots(tmp_path, sm
     check_dataset(sudoku.load_csv(headless, header=False), small_rows)
 
 
+def test_puzzles_given_alone_are_scored_against_their_unique_solution(tmp_path):
+    """A file of puzzles without solutions (real SATNet test rows): the solver supplies each one's solution, which
+    must be the one SATNet ships with it."""
+    _, test = sudoku.satnet_splits(limit=None)
+    rows = test.select(range(5))
+    path = tmp_path / "puzzles.txt"
+    lines = [p.replace("0", ".") if i % 2 else p for i, p in enumerate(rows["puzzle"])]
+    lines[2] = f"{rows[2]['puzzle']},{rows[2]['solution']}"  # rows with and without solutions may mix
+    path.write_text("\n".join(lines) + "\n")
+    loaded = sudoku.load_csv(path)
+    assert list(loaded["solution"]) == list(rows["solution"]) and list(loaded["puzzle"]) == list(rows["puzzle"])
+
+
 def test_load_csv_bad_files_name_the_file_and_line(tmp_path, small_rows):
     path = tmp_path / "bad.csv"
     good = [f"{p},{s}" for p, s in small_rows]
@@ -278,8 +291,8 @@ def test_load_csv_bad_files_name_the_file_and_line(tmp_path, small_rows):
     with pytest.raises(SudokuFileError, match=r"bad\.csv:3: expected 'puzzle,solution'") as info:
         sudoku.load_csv(path)
     assert info.value.line == 3 and info.value.path == path
-    path.write_text(f"{good[0]}\n{small_rows[1][0]}\n")  # a puzzle without its solution
-    with pytest.raises(SudokuFileError, match=r"bad\.csv:2"):
+    path.write_text(f"{good[0]}\n{small_rows[1][0]}\n{'0' * 81}\n")  # puzzles alone: line 3 has many solutions
+    with pytest.raises(SudokuFileError, match=r"bad\.csv:3: a puzzle without its solution"):
         sudoku.load_csv(path)
     p, s = small_rows[1]
     i = next(k for k in range(81) if p[k] != "0")

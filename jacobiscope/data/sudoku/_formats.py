@@ -130,15 +130,16 @@ def _read_csv(path, header, limit):
                                                     and not any(_BOARD.fullmatch(f) for f in fields))):
                     header_line = text
                     continue
-                if len(fields) != 2 or not _BOARD.fullmatch(fields[0]) or not _SOLVED_BOARD.fullmatch(fields[1]):
+                puzzle_only = len(fields) == 1 and _BOARD.fullmatch(fields[0])
+                if not puzzle_only and (len(fields) != 2 or not _BOARD.fullmatch(fields[0])
+                                        or not _SOLVED_BOARD.fullmatch(fields[1])):
                     raise SudokuFileError(
-                        f"{path}:{number}: expected 'puzzle,solution': two 81-digit strings, the puzzle with "
-                        f"'0' or '.' for blanks and a complete solution of digits 1-9, got {text[:120]!r}. "
-                        "Fix that line (a file of puzzles without solutions must be solved first).",
-                        path, number,
+                        f"{path}:{number}: expected 'puzzle,solution' (two 81-digit strings, the puzzle with "
+                        f"'0' or '.' for blanks and a complete solution of digits 1-9) or a puzzle alone, got "
+                        f"{text[:120]!r}. Fix that line.", path, number,
                     )
                 puzzles.append(fields[0])
-                solutions.append(fields[1])
+                solutions.append(None if puzzle_only else fields[1])
                 lines.append(number)
     except (UnicodeDecodeError, lzma.LZMAError, OSError, EOFError) as error:
         if isinstance(error, FileNotFoundError):
@@ -162,10 +163,30 @@ def _check_limit(limit):
                           f"{limit!r}. Pass e.g. limit=100.")
 
 
+def _solved(puzzle: str, path: Path, line: int) -> str:
+    """The unique solution of a puzzle given without one; a puzzle with none or several cannot be scored."""
+    from ._board import UnsolvableSudokuError
+    from ._solver import count_solutions, solve
+
+    try:
+        if count_solutions(puzzle, limit=2) == 2:
+            problem = "it has more than one solution, so there is no single grid to score the model against"
+        else:
+            return solve(puzzle)
+    except UnsolvableSudokuError:
+        problem = "it has no solution (its givens do not clash directly, but no filling satisfies every unit)"
+    except SudokuError as error:
+        problem = str(error).rstrip(".")
+    raise SudokuFileError(f"{path}:{line}: a puzzle without its solution, which the exact solver cannot supply: "
+                          f"{problem}. Give the row as 'puzzle,solution', or drop it.", path, line)
+
+
 def _load_rows(path, header, limit, validate):
     _check_limit(limit)
     path = _path(path, "Sudoku csv file")
     puzzle_text, solution_text, lines = _read_csv(path, header, limit)
+    solution_text = [solution if solution is not None else _solved(puzzle, path, line)
+                     for puzzle, solution, line in zip(puzzle_text, solution_text, lines)]
     puzzles, solutions = to_tensor(puzzle_text), to_tensor(solution_text)
     if validate:
         _check_rows(puzzles, solutions, lambda n: (path, lines[n], f"{path}:{lines[n]}"))
@@ -190,6 +211,9 @@ def load_csv(path, *, header="auto", limit: int | None = None, validate: bool = 
     Arguments:
         path: the file. Digits are read as strings, so leading zeros are never lost; fields may be separated
             by ``,`` or ``, ``; blank lines are skipped; '.' blanks become '0'.
+            A line holding a puzzle alone gets its solution from the exact solver (`solve` with
+            ``unique=True``); a puzzle with no solution or several raises, naming its line (board accuracy needs
+            one reference grid).
         header: ``"auto"`` skips a first (non-blank) line that contains letters (e.g. ``quizzes,solutions``);
             True always skips it; False never does.
         limit: keep only the first ``limit`` rows (a positive int; reading stops there).
