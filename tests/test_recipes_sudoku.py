@@ -69,6 +69,12 @@ def test_training_sees_random_loop_counts_and_selects_on_validation(tmp_path):
     puzzles, solutions = validation_puzzles(recipe)
     expected = sum(sudoku.board_accuracy(best.solve(puzzles, loops=t), puzzles, solutions) for t in (2, 3)) / 2
     assert max(entry["validation_board_accuracy"] for entry in history) == pytest.approx(expected)
+    # best/ is the save with the highest (board, blank-cell) accuracy: a tiny run solves no board, and the first save
+    # must not win every tie at 0; its blank-cell accuracy, recomputed from best/, is the chosen record's.
+    chosen = max(history, key=lambda entry: (entry["validation_board_accuracy"], entry["validation_cell_accuracy"]))
+    cells = sum(sudoku.cell_accuracy(best.solve(puzzles, loops=t), puzzles, solutions) for t in (2, 3)) / 2
+    assert cells == pytest.approx(chosen["validation_cell_accuracy"])
+    assert json.loads((tmp_path / "run" / "best" / "accuracy.json").read_text())["step"] == chosen["step"]
 
 
 def test_predict_along_and_per_puzzle_records():

@@ -93,12 +93,14 @@ class TimeBudgetCallback(TrainerCallback):
 
 class _AccuracyCallback(TrainerCallback):
     """Board accuracy on the validation puzzles at each save (raw and EMA weights, mean over the validation loop
-    counts); keeps the better as ``best/``."""
+    counts); keeps the better as ``best/``. Ties — above all a run that has solved no board yet, where every save
+    scores 0 — go to the higher blank-cell accuracy, so ``best/`` follows the training instead of staying at the
+    first save."""
 
     def __init__(self, puzzles, solutions, ema: EMACallback | None, out_dir: Path, loops: list[int]):
         self.puzzles, self.solutions, self.ema, self.out_dir = puzzles, solutions, ema, out_dir
         self.loops = [int(count) for count in loops]
-        self.best = -1.0
+        self.best, self.best_key = -1.0, (-1.0, -1.0)
         self.history: list[dict] = []
         previous = out_dir / "accuracy_history.json"
         if previous.exists():  # a resumed run continues the record and the best score
@@ -107,13 +109,19 @@ class _AccuracyCallback(TrainerCallback):
     def on_train_begin(self, args, state, control, model=None, **kwargs):
         # Records past the resumed step belong to a save that was interrupted: the run will redo those steps.
         self.history = [entry for entry in self.history if entry["step"] <= state.global_step]
-        self.best = max((entry.get("validation_board_accuracy", -1.0) for entry in self.history), default=-1.0)
+        self.best_key = max((self._key(entry) for entry in self.history), default=(-1.0, -1.0))
+        self.best = self.best_key[0]
         if state.global_step and not any(entry["step"] == state.global_step for entry in self.history):
             # The process died while validating the checkpoint it resumes from: score it now, as it would have been.
             self.on_save(args, state, control, model=model)
 
+    @staticmethod
+    def _key(record: dict) -> tuple:
+        """What ``best/`` maximizes: board accuracy, then blank-cell accuracy (-1 in records written before it)."""
+        return (record.get("validation_board_accuracy", -1.0), record.get("validation_cell_accuracy", -1.0))
+
     def on_save(self, args, state, control, model=None, **kwargs):
-        from ..data.sudoku import board_accuracy
+        from ..data.sudoku import board_accuracy, cell_accuracy
 
         # Both the raw and the EMA weights are scored: with beta=0.995 every 10 steps the average spans ~2000
         # steps, so early in a run it trails the raw weights, and late in a run it usually beats them.
@@ -122,23 +130,29 @@ class _AccuracyCallback(TrainerCallback):
             averaged = copy.deepcopy(model).eval()
             self.ema.swap_in(averaged)
             candidates["ema"] = averaged
-        per_loop = {name: {count: board_accuracy(candidate.solve(self.puzzles, loops=count), self.puzzles,
-                                                 self.solutions) for count in self.loops}
-                    for name, candidate in candidates.items()}
+        grids = {name: {count: candidate.solve(self.puzzles, loops=count) for count in self.loops}
+                 for name, candidate in candidates.items()}
+        per_loop = {name: {count: board_accuracy(grid, self.puzzles, self.solutions) for count, grid in by_loop.items()}
+                    for name, by_loop in grids.items()}
+        cells = {name: sum(cell_accuracy(grid, self.puzzles, self.solutions) for grid in by_loop.values()) / len(by_loop)
+                 for name, by_loop in grids.items()}
         scores = {name: sum(values.values()) / len(values) for name, values in per_loop.items()}
-        winner = max(scores, key=scores.get)
+        winner = max(scores, key=lambda name: (scores[name], cells[name]))
         accuracy = scores[winner]
         record = {"step": state.global_step, "epoch": state.epoch, "validation_board_accuracy": accuracy,
-                  "weights": winner, **{f"validation_board_accuracy_{name}": value for name, value in scores.items()},
+                  "validation_cell_accuracy": cells[winner], "weights": winner,
+                  **{f"validation_board_accuracy_{name}": value for name, value in scores.items()},
+                  **{f"validation_cell_accuracy_{name}": value for name, value in cells.items()},
                   "per_loop": {name: {str(k): v for k, v in values.items()} for name, values in per_loop.items()},
                   "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
         self.history.append(record)
         atomic_write_text(self.out_dir / "accuracy_history.json", json.dumps(self.history, indent=1))
-        if accuracy > self.best:
-            self.best = accuracy
+        if self._key(record) > self.best_key:
+            self.best, self.best_key = accuracy, self._key(record)
             candidates[winner].save_pretrained(self.out_dir / "best")
             atomic_write_text(self.out_dir / "best" / "accuracy.json", json.dumps(record))
-        print(f"[sudoku] step {state.global_step}: validation board accuracy {per_loop} (best {self.best:.3f})",
+        print(f"[sudoku] step {state.global_step}: validation board accuracy {per_loop}, blank cells "
+              f"{cells[winner]:.3f} (best {self.best:.3f})",
               flush=True)
 
 
