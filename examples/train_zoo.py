@@ -77,9 +77,19 @@ def train_one(name: str, seconds: float, runs: Path, ship_dir: Path, overrides: 
     if diverged:  # shipped as reached (the zoo measures what a change does, failure included)
         limitations.append(f"Training diverged: {diverged['why']} (of {recipe.max_steps} planned).")
     ship_checkpoint(runs / name / "best", f"zoo/{name}", description=describe(name), limitations=limitations,
-                    destination=ship_dir / name, training={"summary": f"{summary['steps']} steps"}, **measure)
+                    destination=ship_dir / name, training={"summary": kept_weights(runs / name, summary)}, **measure)
     print(f"[zoo] shipped {name}", flush=True)
     return True
+
+
+def kept_weights(run: Path, summary: dict) -> str:
+    """The card's training line: how far the run went and which save's weights are shipped (best/)."""
+    best = json.loads((run / "best" / "accuracy.json").read_text())
+    cells = best.get("validation_cell_accuracy")
+    tie = f", blank cells {100 * cells:.1f}%" if cells is not None else ""
+    return (f"{summary['steps']} steps; shipped: the {best.get('weights', 'raw')} weights of step {best['step']}, the "
+            f"best save on the validation puzzles (board accuracy {100 * best['validation_board_accuracy']:.1f}%"
+            f"{tie}; ties go to blank-cell accuracy).")
 
 
 def table(ship_dir: Path) -> str:

@@ -47,6 +47,8 @@ def test_tiny_zoo_run_ships_a_variant_and_tabulates_it(tmp_path):
     assert model.config.num_heads == 1 and model.config.hidden_size == 32
     results = json.loads((folder / "results.json").read_text())
     assert {"id", "ood", "fresh"} <= set(results) and "33" in results["id"]["votes=1"]
+    best = json.loads((tmp_path / "runs" / "itrsa-heads-1" / "best" / "accuracy.json").read_text())
+    assert f"the {best['weights']} weights of step {best['step']}, the best save" in (folder / "README.md").read_text()
     table = subprocess.run([sys.executable, str(SCRIPT), "--table", "--ship-dir", str(tmp_path / "ship")],
                            capture_output=True, text=True, timeout=120).stdout
     row = next(line for line in table.splitlines() if "itrsa-heads-1" in line)
