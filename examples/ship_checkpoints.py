@@ -78,11 +78,13 @@ LIMITATIONS = {
 def training_summary(run: Path, recipe: dict) -> str:
     best = json.loads((run / "best" / "accuracy.json").read_text())
     warmup = recipe.get("warmup_steps", 0)
+    summary = run / "train_summary.json"
+    trained = json.loads(summary.read_text())["steps"] if summary.is_file() else best["step"]
     return (f"Adam (lr {recipe.get('learning_rate')}, {warmup} warm-up steps, constant), batch "
             f"{recipe.get('batch_size')}, gradient clipping {recipe.get('max_grad_norm', 1.0)}, cross-entropy over all "
             f"81 cells, EMA of the weights (beta {recipe.get('ema_beta', 0.995)} every {recipe.get('ema_every', 10)} "
-            f"steps); stopped after {best['step']} steps ({best['epoch']:.1f} epochs) on a 2-core CPU; the published "
-            f"weights are the {best['weights']} weights of step {best['step']}, chosen by "
+            f"steps); trained {trained} steps on a 2-core CPU; the published "
+            f"weights are the {best['weights']} weights of step {best['step']} ({best['epoch']:.1f} epochs), chosen by "
             + (f"mean board accuracy at T={recipe.get('validation_loops') or [recipe.get('loops')]} on "
                f"{recipe.get('eval_limit')} generated validation puzzles ({recipe.get('validation_givens', (31, 42))} "
                "givens; no test puzzle was used to choose weights)."

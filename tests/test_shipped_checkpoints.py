@@ -9,7 +9,7 @@ from jacobiscope.data import sudoku
 from jacobiscope.hub import shipped_checkpoints
 from jacobiscope.recipes.shipping import CHECK_SLICE
 
-EXPECTED = ["akorn-sudoku", "itrsa-sudoku", "itrsa-sudoku-general"]
+EXPECTED = ["akorn-sudoku", "akorn-sudoku-general", "itrsa-sudoku", "itrsa-sudoku-general"]
 MARGIN = 0.02  # two boards in a hundred: thread-count and BLAS rounding can flip a borderline board
 # Shipped before the cards measured odd loop counts; every other checkpoint must carry check_slice.per_loop.
 BEFORE_ODD_T: set[str] = set()
