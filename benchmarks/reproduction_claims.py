@@ -534,8 +534,8 @@ def _variant_claim(context, key, title, paper, names, rule, decide, optional=())
     missing = [name for name in names if present[name] is None]
     if missing:
         return Claim(key, title, paper, rule, "\n".join(rows), "not testable here",
-                     f"not trained yet: {', '.join(missing)} (examples/train_zoo.py trains and ships them; 40-150 "
-                     "minutes of one CPU core each on this machine).")
+                     f"not trained yet: {', '.join(missing)} (examples/train_zoo.py trains and ships them; 40-60 "
+                     "minutes of one CPU core for an ItrSA variant, about 3 hours for an AKOrN one, on this machine).")
     verdict, why = decide(present)
     seeds = sum(1 for key in context.checkpoints if key.startswith("zoo/") and "-seed" in key)
     why += (" One seed per variant (seed-to-seed spread not measured)." if not seeds else
