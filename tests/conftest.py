@@ -83,3 +83,16 @@ def check_loop_depth_readout(model, inputs, recurrence=None):
     assert all(math.isfinite(kl) and kl >= -1e-9 for kl in sweep.kl)
     assert max(sweep.kl) > 1e-6  # the output moves along the loop: the sweep measures something
     return sweep
+
+
+def load_script(relative_path: str):
+    """A repository script (``examples/train_zoo.py``, ``benchmarks/solver_targets.py``) imported as a module, as
+    its tests need its functions; the name is the file's stem."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / relative_path
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -1,17 +1,13 @@
 """examples/keep_runs.py: the kept copy of a run resumes where the run was, even when a save was being written."""
-import importlib.util
 import shutil
 from pathlib import Path
 
+from conftest import load_script
 from jacobiscope.recipes.sudoku import SudokuRecipe, train_sudoku
-
-SCRIPT = Path(__file__).resolve().parents[1] / "examples" / "keep_runs.py"
 
 
 def _module(store: Path):
-    spec = importlib.util.spec_from_file_location("keep_runs", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_script("examples/keep_runs.py")
     module.STORE = store  # never the repository's own examples/recipes/resume
     return module
 

@@ -1,5 +1,4 @@
 """One writer per folder: a second process is refused while the first lives, and a killed holder blocks nothing."""
-import importlib.util
 import json
 import signal
 import subprocess
@@ -9,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import load_script
 from jacobiscope._locks import LOCK_NAME, FolderBusyError, folder_lock
 
 HOLD = """
@@ -74,10 +74,7 @@ def test_training_a_busy_run_folder_is_refused_before_anything_is_written(tmp_pa
 
 def test_two_zoo_calls_share_the_variants(tmp_path, capsys):
     """A variant another call holds is skipped, not trained twice; the call goes on to the next variant."""
-    spec = importlib.util.spec_from_file_location(
-        "train_zoo", Path(__file__).resolve().parents[1] / "examples" / "train_zoo.py")
-    zoo = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(zoo)
+    zoo = load_script("examples/train_zoo.py")
     tried = []
     zoo.train_one = lambda name, *args: tried.append(name) or True
     with folder_lock(tmp_path / "runs" / "itrsa-heads-1", "trained or shipped", name=".zoo.lock"):

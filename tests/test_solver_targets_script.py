@@ -1,16 +1,7 @@
 """benchmarks/solver_targets.py: the cards' numbers against the issue's targets, read, not re-measured."""
-import importlib.util
 import json
-from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "solver_targets.py"
-
-
-def _module():
-    spec = importlib.util.spec_from_file_location("solver_targets", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from conftest import load_script
 
 
 def _split(values):
@@ -18,7 +9,7 @@ def _split(values):
 
 
 def test_targets_are_judged_from_the_card_and_drops_in_t_are_caught(tmp_path):
-    targets = _module()
+    targets = load_script("benchmarks/solver_targets.py")
     folder = tmp_path / "itrsa-sudoku"
     folder.mkdir()
     results = {"id": _split({16: 0.95, 17: 0.96, 32: 0.991, 33: 0.99}), "ood": _split({16: 0.1, 32: 0.36, 128: 0.34}),

@@ -1,21 +1,18 @@
 """examples/train_zoo.py: every variant differs from its base in one thing; a tiny run trains, ships and tabulates."""
 import dataclasses
-import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 import jacobiscope
+from conftest import load_script
 
 SCRIPT = Path(__file__).resolve().parents[1] / "examples" / "train_zoo.py"
 
 
 def _module():
-    spec = importlib.util.spec_from_file_location("train_zoo", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("examples/train_zoo.py")
 
 
 def test_each_variant_differs_from_its_base_in_one_thing():
