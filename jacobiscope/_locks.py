@@ -66,10 +66,11 @@ def folder_lock(folder, what: str = "written", name: str = LOCK_NAME):
                 fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 holder = _holder_of(descriptor)
-                pid, host = holder.get("pid", -1), str(holder.get("host", "?"))
+                pid, host = holder.get("pid"), str(holder.get("host", "?"))
+                pid = pid if isinstance(pid, int) else -1  # a file another program wrote: still refuse, say so
                 raise FolderBusyError(
                     f"{folder} is being {what} by process {pid} on {host}: two processes writing one folder would "
-                    f"corrupt it — wait for that process to finish, or use another folder", int(pid), host) from None
+                    f"corrupt it — wait for that process to finish, or use another folder", pid, host) from None
         os.ftruncate(descriptor, 0)
         os.lseek(descriptor, 0, os.SEEK_SET)
         os.write(descriptor, json.dumps({"pid": os.getpid(), "host": socket.gethostname()}).encode())

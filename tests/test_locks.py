@@ -3,7 +3,6 @@ import json
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -78,8 +77,6 @@ def test_two_zoo_calls_share_the_variants(tmp_path, capsys):
     tried = []
     zoo.train_one = lambda name, *args: tried.append(name) or True
     with folder_lock(tmp_path / "runs" / "itrsa-heads-1", "trained or shipped", name=".zoo.lock"):
-        started = time.monotonic()
         zoo.train(["itrsa-heads-1", "itrsa-heads-2"], 60.0, tmp_path / "runs", tmp_path / "ship", {}, {})
-        assert time.monotonic() - started < 30
     assert tried == ["itrsa-heads-2"]
     assert "[zoo] itrsa-heads-1: skipped" in capsys.readouterr().out

@@ -256,7 +256,7 @@ def train_sudoku(recipe: SudokuRecipe, out_dir, *, resume: bool = True, data_pat
 
     Resumes from the newest complete checkpoint in ``out_dir`` unless ``resume=False``; ``progress=False`` hides the
     Trainer's progress bar. Returns a summary dict. One process trains a folder at a time: a second call on a folder
-    that a live process is training raises `jacobiscope._locks.FolderBusyError` before touching it.
+    that a live process is training raises `jacobiscope.FolderBusyError` before touching it.
     """
     from .._locks import folder_lock
 

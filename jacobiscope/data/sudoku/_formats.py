@@ -164,19 +164,20 @@ def _check_limit(limit):
 
 
 def _solved(puzzle: str, path: Path, line: int) -> str:
-    """The unique solution of a puzzle given without one; a puzzle with none or several cannot be scored."""
-    from ._board import UnsolvableSudokuError
-    from ._solver import count_solutions, solve
+    """The unique solution of a puzzle given without one (one search, up to two solutions); a puzzle with none or
+    several cannot be scored."""
+    from ._board import _parse, _to_string
+    from ._solver import _solutions
 
     try:
-        if count_solutions(puzzle, limit=2) == 2:
-            problem = "it has more than one solution, so there is no single grid to score the model against"
-        else:
-            return solve(puzzle)
-    except UnsolvableSudokuError:
-        problem = "it has no solution (its givens do not clash directly, but no filling satisfies every unit)"
-    except SudokuError as error:
-        problem = str(error).rstrip(".")
+        found = _solutions(_parse(puzzle), 2)
+    except SudokuError as error:  # malformed or contradictory givens: the message says which
+        found, problem = None, str(error).rstrip(".")
+    if found is not None and len(found) == 1:
+        return _to_string(found[0])
+    if found is not None:
+        problem = ("it has more than one solution, so there is no single grid to score the model against" if found
+                   else "it has no solution (its givens do not clash directly, but no filling satisfies every unit)")
     raise SudokuFileError(f"{path}:{line}: a puzzle without its solution, which the exact solver cannot supply: "
                           f"{problem}. Give the row as 'puzzle,solution', or drop it.", path, line)
 
@@ -211,8 +212,7 @@ def load_csv(path, *, header="auto", limit: int | None = None, validate: bool = 
     Arguments:
         path: the file. Digits are read as strings, so leading zeros are never lost; fields may be separated
             by ``,`` or ``, ``; blank lines are skipped; '.' blanks become '0'.
-            A line holding a puzzle alone gets its solution from the exact solver (`solve` with
-            ``unique=True``); a puzzle with no solution or several raises, naming its line (board accuracy needs
+            A line holding a puzzle alone gets its unique solution from the exact solver; a puzzle with no solution or several raises, naming its line (board accuracy needs
             one reference grid).
         header: ``"auto"`` skips a first (non-blank) line that contains letters (e.g. ``quizzes,solutions``);
             True always skips it; False never does.
