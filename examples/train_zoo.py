@@ -94,7 +94,7 @@ def kept_weights(run: Path, summary: dict) -> str:
 
 def table(ship_dir: Path) -> str:
     rows = ["| variant | change | ID T=16 / 32 / 33 / 128 | RRN T=16 / 32 / 33 / 128 | fresh T=16 / 32 / 33 / 128 | "
-            "max Lyapunov | ‖J‖ at T |", "|---|---|---|---|---|---|---|"]
+            "ID blank cells T=16 / 128 | max Lyapunov | ‖J‖ at T |", "|---|---|---|---|---|---|---|---|"]
     for name in ZOO["variants"]:
         path = ship_dir / name / "results.json"
         if not path.exists():
@@ -105,9 +105,12 @@ def table(ship_dir: Path) -> str:
             per_loop = results[split]["votes=1"]
             cells.append(" / ".join(f"{100 * per_loop[t]['board_accuracy']:.1f}" for t in ("16", "32", "33", "128")
                                     if t in per_loop))
+        # blank cells grade the variants that complete no board (graded where board accuracy is all zero)
+        blanks = " / ".join(f"{100 * results['id']['votes=1'][t]['cell_accuracy']:.1f}" for t in ("16", "128")
+                            if t in results["id"]["votes=1"])
         change = ", ".join(f"{k}={v}" for k, v in ZOO["variants"][name][1].items()) or "base"
         dynamics = results["dynamics_id"]
-        rows.append(f"| `{name}` | {change} | {cells[0]} | {cells[1]} | {cells[2]} | "
+        rows.append(f"| `{name}` | {change} | {cells[0]} | {cells[1]} | {cells[2]} | {blanks} | "
                     f"{dynamics['max_lyapunov_mean']:.3f} | {dynamics['spectral_norm_end_mean']:.2f} |")
     return "\n".join(rows)
 

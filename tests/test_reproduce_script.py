@@ -58,13 +58,14 @@ def test_quick_run_writes_every_selected_claim_with_a_verdict_and_figure(tmp_pat
         assert "| zoo/itrsa-no-norm | norm=none: not the paper's (normalized) ItrSA, left out" in claims[1].table
 
 
-def _card(ood: dict, lyapunov: float, id_accuracy: float = 0.9) -> dict:
-    """A results.json shaped like a shipped card: board accuracy per loop count, and the loop's max exponent."""
-    def split(values):
-        return {"votes=1": {str(t): {"board_accuracy": v} for t, v in values.items()}}
+def _card(ood: dict, lyapunov: float, id_accuracy=0.9, ood_cells=None) -> dict:
+    """A results.json shaped like a shipped card: board (and blank-cell) accuracy per loop count, the max exponent."""
+    def split(values, cells=None):
+        return {"votes=1": {str(t): {"board_accuracy": v, **({"cell_accuracy": cells[t]} if cells else {})}
+                            for t, v in values.items()}}
 
-    return {"id": split({16: id_accuracy, 32: id_accuracy, 128: id_accuracy}), "ood": split(ood),
-            "dynamics_id": {"max_lyapunov_mean": lyapunov}}
+    id_values = id_accuracy if isinstance(id_accuracy, dict) else {16: id_accuracy, 32: id_accuracy, 128: id_accuracy}
+    return {"id": split(id_values), "ood": split(ood, ood_cells), "dynamics_id": {"max_lyapunov_mean": lyapunov}}
 
 
 def _context(claims, checkpoints, tmp_path):
@@ -88,6 +89,27 @@ def test_akorn_dimension_verdict_compares_test_time_gains(tmp_path):
     del zoo["zoo/akorn-n32"]
     missing = claims.claim_akorn_dimension(_context(claims, zoo, tmp_path))
     assert missing.verdict == "not testable here" and "akorn-n32" in missing.why
+
+
+def test_akorn_dimension_falls_back_to_a_graded_measure_when_no_variant_completes_boards(tmp_path):
+    claims = _load("reproduction_claims")
+    no_ood = {16: 0.0, 128: 0.01}  # below the 2% floor at every T: a board gain cannot show
+    zoo = {"zoo/akorn-n4": _card(no_ood, -0.1, {16: 0.10, 128: 0.30}),
+           "zoo/akorn-n32": _card(no_ood, -0.1, {16: 0.10, 128: 0.12}),
+           "zoo/akorn-oscillator-norm": _card(no_ood, -0.1, {16: 0.10, 128: 0.50})}
+    claim = claims.claim_akorn_dimension(_context(claims, zoo, tmp_path))
+    # ID boards decide: N=4 gains 20, N=32 2, the norm variant 40 points
+    assert claim.verdict == "reproduced" and "ID board accuracy gain" in claim.why and "+20.0" in claim.why
+    assert "no variant reaches 2% of OOD boards" in claim.why
+    # no boards anywhere: blank cells decide (N=32 gains more cells than N=4 here, so the claim is refuted)
+    zero = {16: 0.0, 128: 0.0}
+    for name, (start, end) in {"akorn-n4": (0.50, 0.55), "akorn-n32": (0.50, 0.60),
+                               "akorn-oscillator-norm": (0.50, 0.52)}.items():
+        zoo[f"zoo/{name}"] = _card(zero, -0.1, zero, ood_cells={16: start, 128: end})
+    claim = claims.claim_akorn_dimension(_context(claims, zoo, tmp_path))
+    assert claim.verdict == "refuted" and "OOD blank-cell accuracy gain" in claim.why
+    assert "N=4 +5.0, N=32 +10.0" in claim.why
+    assert "50.0% / 60.0%" in claim.table  # the blank-cell column of the variant table
 
 
 def test_regularizer_verdict_averages_best_ood_over_seed_repeats(tmp_path):

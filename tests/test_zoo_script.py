@@ -50,6 +50,8 @@ def test_tiny_zoo_run_ships_a_variant_and_tabulates_it(tmp_path):
                            capture_output=True, text=True, timeout=120).stdout
     row = next(line for line in table.splitlines() if "itrsa-heads-1" in line)
     assert "num_heads=1" in row and f"{results['dynamics_id']['max_lyapunov_mean']:.3f}" in row
+    blanks = [f"{100 * results['id']['votes=1'][t]['cell_accuracy']:.1f}" for t in ("16", "128")]
+    assert f"| {blanks[0]} / {blanks[1]} |" in row
     # Shipped again: skipped, nothing retrained.
     again = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0 and "[zoo]" not in again.stdout
