@@ -20,9 +20,10 @@ For each ``model_type`` in ``transformers.models.auto.configuration_auto.CONFIG_
      some families; it is recorded apart, ``block_last_ok``);
    - **check_adapter**: ``jacobiscope.check_adapter(model, inputs, layers=[0], raise_on_failure=False)`` (x0 and the
      step against the block's own input/output and the hidden states, determinism, jvp vs finite differences, the
-     adjoint test, and the attention mode when there is a spec); recorded, not part of the four counts;
-   - **attention**: ``looped_block(..., mode="attention")`` for layer 0 builds and one step is finite (``n/a``
-     for families without an adapter spec: attention mode needs one);
+     adjoint test, and the attention mode); recorded, not part of the four counts;
+   - **attention**: ``looped_block(..., mode="attention")`` for layer 0 builds and one step is finite, with the
+     spec's parts or, without a spec, the parts traced from the block's own call (``attention_via``); ``n/a`` where
+     the trace shows no attention of the ItrSA form (block mode only);
    - **analyze**: ``jacobiscope.analyze(model, inputs, layers=[0], loops=4, diagnostics=["lyapunov"],
      progress=False)`` returns a finite ``lambda_max``.
 
@@ -803,27 +804,33 @@ def _checks(jacobiscope, model, record, fail):
         record["check_adapter_ok"] = False
         record["check_adapter_failed"] = [reason(error)]
 
-    # ---- (b) attention mode
+    # ---- (b) attention mode: the spec's parts, or traced from the block's own call when no spec names them
     spec = jacobiscope.adapters.get_adapter_spec(model)
-    if spec is None or spec.attention is None:
-        record["attention_ok"] = None
-        record["attention_reason"] = "n/a: no adapter spec with an attention path"
-    else:
-        try:
-            with quiet():
-                m = jacobiscope.looped_block(model, inputs, layer=0, mode="attention")
-                with torch.no_grad():
-                    out = m(m.x0)
-            record["attention_ok"] = bool(out.shape == m.x0.shape and torch.isfinite(out).all())
-            if not record["attention_ok"]:
-                record["attention_reason"] = f"state {tuple(out.shape)} vs {tuple(m.x0.shape)}, finite={bool(torch.isfinite(out).all())}"
-        except Timeout:
-            raise
-        except Exception as error:  # noqa: BLE001
+    record["attention_via"] = "spec" if spec is not None and spec.attention is not None else "traced"
+    try:
+        with quiet():
+            m = jacobiscope.looped_block(model, inputs, layer=0, mode="attention")
+            with torch.no_grad():
+                out = m(m.x0)
+        record["attention_ok"] = bool(out.shape == m.x0.shape and torch.isfinite(out).all())
+        if not record["attention_ok"]:
+            record["attention_reason"] = f"state {tuple(out.shape)} vs {tuple(m.x0.shape)}, finite={bool(torch.isfinite(out).all())}"
+        elif record["attention_via"] == "traced":
+            record["attention_parts"] = next((note.split("block: ", 1)[1] for note in m.meta["notes"]
+                                              if "traced from one call of the block" in note), None)
+    except Timeout:
+        raise
+    except Exception as error:  # noqa: BLE001
+        text = reason(error)
+        if isinstance(error, jacobiscope.adapters.AdapterError) and record["attention_via"] == "traced" and any(
+                words in text for words in _NO_ITRSA_FORM):
+            record["attention_ok"] = None  # the family has no ItrSA-form attention to read off: block mode only
+            record["attention_reason"] = f"n/a: {text}"
+        else:
             record["attention_ok"] = False
-            record["attention_reason"] = reason(error)
-        if record["attention_ok"] is False:
-            record["notes"].append(f"attention: {record['attention_reason']}")
+            record["attention_reason"] = text
+    if record["attention_ok"] is False:
+        record["notes"].append(f"attention: {record['attention_reason']}")
 
     # ---- (c) analyze
     try:
@@ -879,6 +886,12 @@ def _write(path: Path, payload: dict) -> None:
     temporary.replace(path)
 
 
+# The trace's own refusals: a block with no attention of the ItrSA form (post-norm on the branch, no attention
+# module, layers spread over parallel lists) is block mode only, not an attention-mode failure.
+_NO_ITRSA_FORM = ("shows no attention sub-layer of the ItrSA form", "no submodule whose class is an attention",
+                  "no norm submodule", "is not available for", "adds the residual itself")
+
+
 def _counts(records: list[dict]) -> dict:
     return {
         "N": len(records),
@@ -888,6 +901,8 @@ def _counts(records: list[dict]) -> dict:
         "check_adapter_ok": sum(bool(r.get("check_adapter_ok")) for r in records),
         "attention_ok": sum(r.get("attention_ok") is True for r in records),
         "attention_tried": sum(r.get("attention_ok") is not None for r in records),
+        "attention_traced_ok": sum(r.get("attention_ok") is True and r.get("attention_via") == "traced"
+                                   for r in records),
         "analyze_ok": sum(bool(r["analyze_ok"]) for r in records),
     }
 
@@ -898,7 +913,8 @@ def summary(payload: dict) -> str:
     lines = [f"breadth sweep: {counts['N']} model types ({payload.get('started', '?')}, transformers "
              f"{payload.get('machine', {}).get('transformers', '?')})",
              f"  built {counts['built']} / block-ok {counts['block_ok']} / attention-ok {counts['attention_ok']} "
-             f"(of {counts['attention_tried']} with a spec) / analyze-ok {counts['analyze_ok']}  out of {counts['N']}",
+             f"(of {counts['attention_tried']} with an ItrSA-form attention; {counts['attention_traced_ok']} traced, "
+             f"no spec) / analyze-ok {counts['analyze_ok']}  out of {counts['N']}",
              f"  block last layer ok {counts['block_last_ok']}, check_adapter passed {counts['check_adapter_ok']}"]
     by_category = defaultdict(list)
     for r in records:

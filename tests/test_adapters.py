@@ -184,8 +184,9 @@ def test_generic_fallback_finds_blocks_without_a_spec(monkeypatch):
     monkeypatch.setattr(jacobiscope.adapters.spec, "get_adapter_spec", lambda model: None)
     path, blocks, spec = find_blocks(model)
     assert path == "h" and len(blocks) == 3 and spec is None
-    with pytest.raises(AdapterError, match="mode='attention' needs an adapter spec"):
-        jacobiscope.looped_block(model, tiny_inputs("gpt2"), 0, mode="attention")
+    # attention mode without a spec: traced from the block's own call (tests/test_adapters_traced.py)
+    traced = jacobiscope.looped_block(model, tiny_inputs("gpt2"), 0, mode="attention")
+    assert traced.meta["adapter"] == "traced" and "attention 'attn' reads the output of norm 'ln_1'" in traced.meta["notes"][-1]
 
 
 def test_register_adapter_for_a_custom_family_then_check_it():

@@ -10,6 +10,7 @@ from torch import nn
 from ..maps import LoopedMap
 from ._composite import CompositeBlock
 from ._layouts import LayoutReplay, to_batch_first
+from ._infer import infer_attention
 from .capture import ReplayedModule, capture_calls, hidden_state_of
 from .inputs import ModelInputs, prepare_inputs
 from .spec import AdapterError, find_blocks
@@ -175,6 +176,12 @@ def _submodule(block: nn.Module, path: str | None, what: str, spec_name: str) ->
         ) from error
 
 
+def _adapter_name(spec, mode: str) -> str:
+    if mode == "attention" and (spec is None or (spec.attention is None and spec.attention_norm is None)):
+        return "traced"
+    return spec.name if spec is not None else "generic"
+
+
 def capture_target(block: nn.Module, spec) -> nn.Module:
     """The module whose call carries the block's arguments: the block, or its spec's ``capture_at`` submodule."""
     if spec is None or not spec.capture_at:
@@ -203,12 +210,9 @@ def build_maps(prepared: PreparedModel, model_inputs: ModelInputs, layers: list[
             continue
         targets.append(capture_target(block, spec))
         if mode == "attention":
-            if spec is None:
-                raise AdapterError(
-                    f"mode='attention' needs an adapter spec for model_type "
-                    f"'{getattr(model.config, 'model_type', '?')}' (which submodule is the attention, which the norm); "
-                    "block mode works without one. Register it with jacobiscope.register_adapter(...)."
-                )
+            if spec is None or (spec.attention is None and spec.attention_norm is None):
+                parts.append(None)  # no spec names the parts: traced from the block's own call after the capture
+                continue
             attention = _submodule(block, spec.attention, "attention", spec.name)
             norm = _submodule(block, spec.attention_norm, "attention_norm", spec.name)
             output = _submodule(block, spec.attention_output, "attention_output", spec.name) if spec.attention_output else None
@@ -219,6 +223,11 @@ def build_maps(prepared: PreparedModel, model_inputs: ModelInputs, layers: list[
     if "inputs_embeds" in kwargs and kwargs["inputs_embeds"].is_floating_point():
         kwargs["inputs_embeds"] = kwargs["inputs_embeds"].to(model_dtype)
     records = capture_calls(model, kwargs, targets)
+    if not composite:
+        # one record per block, followed by its attention's when a spec names the attention
+        stream = iter(records)
+        records = [(next(stream), None if mode == "block" or parts[position] is None else next(stream))
+                   for position in range(len(indices))]
     compute_dtype = dtype
     if compute_dtype is None and model_dtype in _HALF:
         compute_dtype = torch.float32
@@ -236,7 +245,7 @@ def build_maps(prepared: PreparedModel, model_inputs: ModelInputs, layers: list[
             module = blocks[index].bind(calls, model, kwargs)
             drive = None
         elif mode == "block":
-            block_args, block_kwargs = records[position]
+            block_args, block_kwargs = records[position][0]
             x0 = to_batch_first(hidden_state_of(block_args, block_kwargs), layout).detach()
             module = ReplayedModule(blocks[index], block_args, block_kwargs)
             drive = None
@@ -246,8 +255,16 @@ def build_maps(prepared: PreparedModel, model_inputs: ModelInputs, layers: list[
             if model_inputs.initial_states is not None:
                 x0 = model_inputs.initial_states.to(device=x0.device, dtype=x0.dtype)
         else:
-            block_args, block_kwargs = records[2 * position]
-            attention_args, attention_kwargs = records[2 * position + 1]
+            (block_args, block_kwargs), attention_call = records[position]
+            if parts[position] is None:
+                traced = infer_attention(blocks[index], block_args, block_kwargs)
+                parts[position] = (traced.attention, traced.norm, traced.output, "pre")
+                attention_call = (traced.attention_args, traced.attention_kwargs)
+                note = (f"attention mode: no adapter spec for model_type '{getattr(model.config, 'model_type', '?')}'; "
+                        f"traced from one call of the block: {traced.describe()}")
+                if note not in prepared.notes:
+                    prepared.notes.append(note)
+            attention_args, attention_kwargs = attention_call
             attention, norm, output, norm_position = parts[position]
             x0 = hidden_state_of(block_args, block_kwargs).detach()
             if model_inputs.initial_states is not None:
@@ -265,7 +282,7 @@ def build_maps(prepared: PreparedModel, model_inputs: ModelInputs, layers: list[
         if compute_dtype is not None and compute_dtype != x0.dtype:
             looped = looped.to(dtype=compute_dtype)
         looped.meta.update({"model": str(model_name), "layer": index, "mode": mode, "eta": None if mode == "block" else module.eta,
-                            "blocks_path": path, "adapter": spec.name if spec is not None else "generic",
+                            "blocks_path": path, "adapter": _adapter_name(spec, mode),
                             "notes": list(prepared.notes)})
         maps.append(looped)
     return maps
