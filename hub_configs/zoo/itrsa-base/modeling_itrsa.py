@@ -384,7 +384,9 @@ def _check_labels(labels, input_ids: torch.Tensor) -> None:
 
 def _as_puzzle_tensor(puzzles) -> torch.Tensor:
     """At least one puzzle as ``[N, 81]`` int64 ids: 81-character strings of the ASCII digits 0-9 (``0`` or ``.``
-    for blanks), or an ``[N, 81]`` integer tensor. Anything else raises ValueError / TypeError naming the fix."""
+    for blanks; whitespace is ignored, so a grid of 9 lines or space-separated digits reads the same), 81 ints or
+    9 rows of 9 ints per puzzle, or an ``[N, 81]`` integer tensor. Anything else raises ValueError / TypeError
+    naming the fix."""
     if isinstance(puzzles, torch.Tensor):
         _check_puzzles(puzzles)
         if puzzles.shape[0] == 0:
@@ -392,8 +394,8 @@ def _as_puzzle_tensor(puzzles) -> torch.Tensor:
         puzzles = puzzles.long()
         _check_contradictions(puzzles)
         return puzzles
-    if isinstance(puzzles, str):
-        puzzles = [puzzles]
+    if isinstance(puzzles, str) or _digit_rows(puzzles) is not None:
+        puzzles = [puzzles]  # one puzzle: a string, 81 ints or 9 rows of 9
     if isinstance(puzzles, (bytes, bytearray, set, frozenset, dict)) or not isinstance(puzzles, Iterable):
         fix = ("decode them first (puzzles.decode())" if isinstance(puzzles, (bytes, bytearray)) else
                "put them in a list (a set or dict has no order)" if isinstance(puzzles, (set, frozenset, dict)) else
@@ -402,10 +404,13 @@ def _as_puzzle_tensor(puzzles) -> torch.Tensor:
                         f"tensor, got {type(puzzles).__name__}: {fix}.")
     rows = []
     for index, text in enumerate(puzzles):
-        if not isinstance(text, str):
+        digits = _digit_rows(text)
+        if digits is not None:
+            text = "".join(map(str, digits))
+        elif not isinstance(text, str):
             raise TypeError(f"Puzzle {index} is of type {type(text).__name__}, not a string: puzzles are 81-character "
-                            "strings or one [N, 81] integer tensor. For lists of 81 ints pass torch.tensor(puzzles).")
-        text = text.strip()
+                            "strings, 81 ints (or 9 rows of 9) each, or one [N, 81] integer tensor.")
+        text = "".join(text.split())
         bad = next((i for i, c in enumerate(text) if c not in "0123456789."), None)  # ASCII only: no '٣' or '５'
         if len(text) != 81 or bad is not None:
             where = f", with {text[bad]!r} at position {bad}" if bad is not None else ""
@@ -419,6 +424,18 @@ def _as_puzzle_tensor(puzzles) -> torch.Tensor:
     tensor = torch.tensor(rows, dtype=torch.long)
     _check_contradictions(tensor)
     return tensor
+
+
+def _digit_rows(puzzle) -> list[int] | None:
+    """``puzzle`` as 81 ints when it is a list / tuple of 81 ints 0-9 or of 9 rows of 9 (else None)."""
+    if not isinstance(puzzle, (list, tuple)):
+        return None
+    if len(puzzle) == 9 and all(isinstance(row, (list, tuple)) and len(row) == 9 for row in puzzle):
+        puzzle = [value for row in puzzle for value in row]
+    if len(puzzle) != 81 or not all(isinstance(v, numbers.Integral) and not isinstance(v, bool) and 0 <= v <= 9
+                                    for v in puzzle):
+        return None
+    return [int(v) for v in puzzle]
 
 
 def _check_contradictions(input_ids: torch.Tensor) -> None:
