@@ -408,6 +408,8 @@ def _provenance(model, rows, adapter, mode, eta, native, loops, k, diagnostics, 
     else:
         _, blocks, spec = find_blocks(model)
         adapter = spec.name if spec is not None else "generic"
+        if mode == "attention" and (spec is None or (spec.attention is None and spec.attention_norm is None)):
+            adapter += " blocks, traced attention"  # the parts were read off a block call (the notes say which)
     model_eta = getattr(getattr(model, "config", None), "eta", None) if native else None
     return {
         "model": public_name(getattr(model, "name_or_path", "") or type(model).__name__),

@@ -142,8 +142,27 @@ def _from_sequence(model, inputs: list, tokenizer, max_length) -> ModelInputs:
         fix = ("set tokenizer.pad_token = tokenizer.eos_token (several texts are padded to one length)"
                if "pad" in reason.lower() else "pass the model's own tokenizer, or token ids instead of text")
         raise InputError(f"The tokenizer failed on the texts ({type(error).__name__}: {reason}) — {fix}") from None
+    _check_tokens(tokenizer, encoded)
     labels = [text if len(text) <= 40 else text[:37] + "..." for text in inputs]
     return _from_mapping(model, dict(encoded), labels, "mapping", tokenized=True)
+
+
+def _check_tokens(tokenizer, encoded) -> None:
+    """Refuse a tokenizer that turned a non-empty text into no tokens: transformers builds an empty tokenizer for a
+    folder that has a config but no tokenizer files (a vocabulary of one), and every text then vanishes."""
+    ids = encoded.get("input_ids") if hasattr(encoded, "get") else None
+    if not isinstance(ids, torch.Tensor) or ids.dim() != 2:
+        return
+    mask = encoded.get("attention_mask")
+    counts = (mask.sum(-1) if isinstance(mask, torch.Tensor) and mask.shape == ids.shape
+              else torch.full((ids.shape[0],), ids.shape[1]))
+    empty = [i for i, count in enumerate(counts.tolist()) if count == 0]
+    if empty:
+        size = len(tokenizer) if hasattr(tokenizer, "__len__") else "?"
+        raise InputError(f"The tokenizer ({type(tokenizer).__name__}, vocabulary of {size}) turned text number "
+                         f"{empty[0]} into no tokens: the model's folder has no tokenizer files, or this is not the "
+                         "model's tokenizer — pass the model's own tokenizer, or token ids instead of text "
+                         "(CLI: --ids 1,2,3)")
 
 
 def _from_tensor(model, inputs: torch.Tensor) -> ModelInputs:

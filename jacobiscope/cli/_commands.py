@@ -174,9 +174,13 @@ def _provenance(dtype) -> dict:
 # ------------------------------------------------------------------------------------------ analyze
 def analyze(args) -> int:
     # Everything that needs no model is checked first: a typo costs no model load.
-    if args.text and args.puzzle:
-        raise UsageError("--text and --puzzle were both given", "use --text for a language model, --puzzle for a "
-                         "looped Sudoku solver")
+    given = [flag for flag, value in (("--text", args.text), ("--ids", args.ids), ("--puzzle", args.puzzle)) if value]
+    if len(given) > 1:
+        raise UsageError(f"{' and '.join(given)} were both given", "use --text (or --ids, token ids) for a language "
+                         "model, --puzzle for a looped Sudoku solver")
+    if args.ids and len({len(row) for row in args.ids}) > 1:
+        raise UsageError(f"the --ids sequences have different lengths ({', '.join(str(len(r)) for r in args.ids)})",
+                         "give sequences of one length (a batch without padding), or analyse them one at a time")
     for index, text in enumerate(args.text or [], start=1):
         if not text.strip():
             raise UsageError(f"--text #{index} is empty", "give a sentence with at least one word, e.g. --text "
@@ -230,9 +234,9 @@ def _analysis_inputs(args, model, native: bool, location: str, puzzles):
 
     name = public_name(args.model if not Path(location).is_dir() else location)
     if native:
-        if args.text:
-            raise UsageError(f"{name} is a looped Sudoku solver, which takes puzzles, not --text",
-                             "pass --puzzle (81 digits) or --puzzles N")
+        if args.text or args.ids:
+            raise UsageError(f"{name} is a looped Sudoku solver, which takes puzzles, not "
+                             f"{'--text' if args.text else '--ids'}", "pass --puzzle (81 digits) or --puzzles N")
         if args.mode not in (None, "loop"):
             raise UsageError(f"--mode {args.mode} does not apply to {name}, which is analysed through its own loop",
                              "drop --mode")
@@ -261,6 +265,15 @@ def _analysis_inputs(args, model, native: bool, location: str, puzzles):
         if bad:
             raise UsageError(f"layer {bad[0]} is out of range: {name} has {len(blocks)} blocks (0-{len(blocks) - 1})",
                              f"choose --layers between 0 and {len(blocks) - 1}")
+    if args.ids:
+        vocabulary = getattr(getattr(model, "config", None), "vocab_size", None)
+        too_large = [token for row in args.ids for token in row if vocabulary and token >= vocabulary]
+        if too_large:
+            raise UsageError(f"token id {too_large[0]} is outside {name}'s vocabulary of {vocabulary}",
+                             f"give ids between 0 and {vocabulary - 1}")
+        import torch
+
+        return torch.tensor(args.ids), [f"--ids #{i + 1}" for i in range(len(args.ids))], None, None
     tokenizer = None
     if Path(location).is_dir() or args.download:
         from transformers import AutoTokenizer

@@ -80,6 +80,10 @@ def layer_list(text: str) -> list[int]:
     return _int_list(text, minimum=0, example="0,3")
 
 
+def token_ids(text: str) -> list[int]:
+    return _int_list(text, minimum=0, example="101,2023,102")
+
+
 def loop_list(text: str) -> list[int]:
     return _int_list(text, minimum=1, example="16,32,64")
 
@@ -154,6 +158,9 @@ def _add_analyze(commands) -> None:
                          "akorn-sudoku; see 'jacobiscope hub list'), a local model folder, or a Hub id in the local cache")
     analyze.add_argument("--text", action="append", help="input text for a language model; repeat for several "
                          "(default: one sample sentence)")
+    analyze.add_argument("--ids", action="append", type=token_ids,
+                         help="comma-separated token ids, e.g. 1,2,3, for a model without a tokenizer; repeat for "
+                         "several sequences of one length (default: none; text is tokenized)")
     analyze.add_argument("--puzzle", action="append", help="an 81-digit Sudoku puzzle (0 or . for blanks) for a looped "
                          "solver; repeat for several (default: the first --puzzles SATNet test puzzles)")
     analyze.add_argument("--puzzles", type=puzzle_count, default=4,
