@@ -56,7 +56,17 @@ UNSPECIFIED = {
                                                  num_attention_heads=4, num_key_value_heads=2, head_dim=4,
                                                  vocab_size=60, bos_token_id=0, eos_token_id=0, pad_token_id=0)),
               "mlp.down_proj", {"attention": "self_attn", "output": [], "norm": "input_layernorm"}),
+    # DINOv2 scales the attention's output (layer_scale1) before the residual: the scale joins the drive
+    "dinov2": (lambda: T.Dinov2Model(T.Dinov2Config(hidden_size=16, intermediate_size=32, num_hidden_layers=2,
+                                                    num_attention_heads=2, image_size=8, patch_size=4)),
+               "mlp.fc2", {"attention": "attention", "output": ["layer_scale1"], "norm": "norm1"}),
 }
+
+
+def _model_kwargs(family):
+    if family == "dinov2":
+        return {"pixel_values": torch.randn(1, 3, 8, 8, generator=torch.Generator().manual_seed(1))}
+    return {"input_ids": tiny_inputs("llama")}
 
 
 @pytest.mark.parametrize("family", sorted(UNSPECIFIED))
@@ -69,14 +79,14 @@ def test_traced_pre_norm_branch_is_the_blocks_own_attention_branch(family):
     path, blocks, spec = find_blocks(model)
     assert spec is None  # no shipped spec: the trace is what finds the parts
     _zero(blocks[0].get_submodule(mlp_out))
-    inputs = tiny_inputs("llama")
+    inputs = _model_kwargs(family)
     m = jacobiscope.looped_block(model, inputs, 0, mode="attention")
     through = " and ".join(repr(path) for path in paths["output"])
     assert m.meta["notes"][-1].endswith(
         f"pre-norm: attention '{paths['attention']}' reads the output of norm '{paths['norm']}'"
         + (f"; its output goes through {through} before the residual" if through else ""))
     with torch.no_grad():
-        hidden = model(input_ids=inputs, output_hidden_states=True).hidden_states
+        hidden = model(**inputs, output_hidden_states=True).hidden_states
         norm = blocks[0].get_submodule(paths["norm"])
         assert torch.allclose(m.x0, norm(hidden[0]), atol=1e-6)
         assert torch.allclose(m.drive(m.x0), hidden[1] - hidden[0], atol=1e-5)

@@ -60,21 +60,21 @@ def _is_norm(module: nn.Module) -> bool:
 
 
 class _Trace:
-    """Hooks on a block's attentions, norms and linear layers; every traced tensor is kept with its id, so no id is
-    reused by a later tensor within the trace."""
+    """Hooks on every submodule of a block (attentions with their arguments); every traced tensor is kept with its
+    id, so no id is reused by a later tensor within the trace."""
 
     def __init__(self, block: nn.Module):
-        modules = dict(block.named_modules())
-        self.attentions = {p: m for p, m in modules.items() if p and _is_attention(p, m)}
-        self.norms = {p: m for p, m in modules.items() if p and _is_norm(m)}
-        self.linears = {p: m for p, m in modules.items() if p and isinstance(m, nn.Linear)}
+        self.modules = {p: m for p, m in block.named_modules() if p}
+        self.attentions = {p: m for p, m in self.modules.items() if _is_attention(p, m)}
+        self.norms = {p: m for p, m in self.modules.items() if _is_norm(m)}
         self.calls = []  # (kind, path, input, output, args, kwargs), in the order the calls end
         self._handles = []
-        for kind, found in (("norm", self.norms), ("linear", self.linears)):
-            for path, module in found.items():
+        for path, module in self.modules.items():
+            if path in self.attentions:
+                self._handles.append(module.register_forward_hook(self._attention(path), with_kwargs=True))
+            else:
+                kind = "norm" if path in self.norms else "module"
                 self._handles.append(module.register_forward_hook(self._plain(kind, path)))
-        for path, module in self.attentions.items():
-            self._handles.append(module.register_forward_hook(self._attention(path), with_kwargs=True))
 
     def _plain(self, kind, path):
         def hook(module, args, output):
@@ -97,10 +97,6 @@ class _Trace:
         for handle in self._handles:
             handle.remove()
 
-    def called_on(self, kind: str, tensor: torch.Tensor):
-        """The first call of a ``kind`` module whose input is ``tensor`` itself."""
-        return next((call for call in self.calls if call[0] == kind and call[2] is tensor), None)
-
     def returned(self, kind: str, tensor: torch.Tensor):
         """The first call of a ``kind`` module that returned ``tensor`` itself."""
         return next((call for call in self.calls if call[0] == kind and call[3] is tensor), None)
@@ -113,18 +109,25 @@ def _outermost_first(calls):
 
 
 def _branch(trace: _Trace, attention_call, hidden: torch.Tensor):
-    """The modules applied to the attention's output before the residual: a projection, then a norm, if traced."""
-    modules, paths, drive = [], [], attention_call[3]
-    projection = trace.called_on("linear", drive)
-    if projection is not None and projection[3].shape == hidden.shape:
-        modules.append(trace.linears[projection[1]])
-        paths.append(projection[1])
-        drive = projection[3]
-    sandwich = trace.called_on("norm", drive)
-    if sandwich is not None and sandwich[3].shape == hidden.shape:
-        modules.append(trace.norms[sandwich[1]])
-        paths.append(sandwich[1])
-        drive = sandwich[3]
+    """The modules applied to the attention's output before the residual, in order: each is called on the previous
+    one's output, keeps the state's shape and is at most a projection (no more parameters than a hidden x hidden
+    linear layer: an output projection, a sandwich norm, DINOv2's layer scale; never an MLP). Identities (dropout in
+    eval mode) are passed over."""
+    width = hidden.shape[-1]
+    limit = width * width + width
+    modules, paths, drive, used = [], [], attention_call[3], set()
+    while len(paths) < 8:
+        step = next((call for call in trace.calls if call[0] != "attention" and call[2] is drive and id(call) not in used
+                     and call[3].shape == hidden.shape and not any(call[1].startswith(p + ".") for p in paths)
+                     and sum(t.numel() for t in trace.modules[call[1]].parameters()) <= limit), None)
+        if step is None:
+            break
+        used.add(id(step))
+        if step[3] is drive:  # an identity in eval mode (dropout, drop-path)
+            continue
+        modules.append(trace.modules[step[1]])
+        paths.append(step[1])
+        drive = step[3]
     return modules, paths, drive
 
 
