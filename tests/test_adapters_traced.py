@@ -122,7 +122,7 @@ def test_trace_refuses_blocks_without_an_itrsa_form_attention():
 
     # BLOOM hands its attention the residual and adds it inside: the output is h + Attn, no drive to replay.
     bloom = T.BloomModel(T.BloomConfig(hidden_size=16, n_layer=2, n_head=2, vocab_size=60)).eval()
-    with pytest.raises(AdapterError, match="'self_attention' of BloomBlock is handed the block's input as well"):
+    with pytest.raises(AdapterError, match="'self_attention' is handed the block's input as well and adds the residual"):
         jacobiscope.looped_block(bloom, tiny_inputs("llama"), 0, mode="attention")
 
     class MixerBlock(torch.nn.Module):  # no attention module at all
@@ -150,3 +150,48 @@ def test_check_adapter_checks_the_traced_attention_mode_and_says_when_there_is_n
     result = jacobiscope.check_adapter(olmo)
     detail = dict((name, detail) for name, _, detail in result.checks)["layer 0: attention mode"]
     assert result.passed and detail.startswith("not available, block mode only")
+
+
+class ToyAttention(torch.nn.Module):
+    """An 'attention' (by class name) that is a linear map, with a call counter for a stateful variant."""
+
+    def __init__(self, stateful=False):
+        super().__init__()
+        self.proj, self.stateful, self.calls = torch.nn.Linear(4, 4), stateful, 0
+
+    def forward(self, hidden_states):
+        self.calls += 1
+        return self.proj(hidden_states) * (self.calls if self.stateful else 1.0)
+
+
+class MergedResidual(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.alpha = torch.nn.Parameter(torch.tensor(0.5))
+
+    def forward(self, branch, residual):
+        return residual + self.alpha * branch
+
+
+class ToyBlock(torch.nn.Module):
+    def __init__(self, merge=False, stateful=False):
+        super().__init__()
+        self.norm, self.attn = torch.nn.LayerNorm(4), ToyAttention(stateful)
+        self.merge = MergedResidual() if merge else None
+
+    def forward(self, hidden_states):
+        branch = self.attn(self.norm(hidden_states))
+        return self.merge(branch, hidden_states) if self.merge is not None else hidden_states + branch
+
+
+def test_trace_accepts_a_plain_pre_norm_block_and_refuses_merged_or_stateful_branches():
+    torch.manual_seed(0)
+    x = torch.randn(1, 3, 4)
+    traced = infer_attention(ToyBlock(), (x,), {})
+    assert traced.paths == {"attention": "attn", "output": [], "norm": "norm"} and traced.norm_position == "pre"
+    with pytest.raises(AdapterError, match=r"the output of 'attn' is merged into the stream by 'merge', a module of "
+                                           r"several inputs"):
+        infer_attention(ToyBlock(merge=True), (x,), {})
+    # a stateful attention: the replay (second call) doubles the traced output, a relative difference of exactly 1
+    with pytest.raises(AdapterError, match=r"replaying 'attn' differs from its traced call by 1\.0e\+00"):
+        infer_attention(ToyBlock(stateful=True), (x,), {})
