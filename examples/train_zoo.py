@@ -3,6 +3,7 @@
     python examples/train_zoo.py --budget 3000              # train what is unfinished for at most 50 minutes
     python examples/train_zoo.py --only itrsa-heads-1 akorn-n8
     python examples/train_zoo.py --table                     # print the README table of the shipped variants
+    python examples/train_zoo.py --update-readme             # write that table into README.md, in place
 
 Start it once per core to train two variants at a time: a variant is locked from its training to its shipping
 (`runs/zoo/<name>/.zoo.lock`, the operating system's lock, gone with its process), and a call skips what another holds.
@@ -115,6 +116,25 @@ def table(ship_dir: Path) -> str:
     return "\n".join(rows)
 
 
+def update_readme(ship_dir: Path, readme: Path = ROOT / "README.md") -> int:
+    """Replace the zoo table in ``readme`` (the table whose header starts ``| variant | change |``) with `table`'s;
+    returns its row count. The file is replaced atomically."""
+    from jacobiscope._io import atomic_write_text
+
+    lines = readme.read_text().split("\n")
+    start = next((i for i, line in enumerate(lines) if line.lstrip().startswith("| variant | change |")), None)
+    if start is None:
+        raise SystemExit(f"{readme} has no zoo table (a line starting '| variant | change |')")
+    end = start
+    while end < len(lines) and lines[end].lstrip().startswith("|"):
+        end += 1
+    indent = lines[start][: len(lines[start]) - len(lines[start].lstrip())]
+    rows = table(ship_dir).split("\n")
+    lines[start:end] = [indent + row for row in rows]
+    atomic_write_text(readme, "\n".join(lines))
+    return len(rows) - 2
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="+", choices=sorted(ZOO["variants"]), help="these variants (default: all)")
@@ -122,11 +142,15 @@ def main() -> None:
     parser.add_argument("--runs", default=str(ROOT / "runs" / "zoo"), help="run folders (default runs/zoo)")
     parser.add_argument("--ship-dir", default=str(ROOT / "hub_configs" / "zoo"), help="default hub_configs/zoo")
     parser.add_argument("--table", action="store_true", help="print the README table of the shipped variants")
+    parser.add_argument("--update-readme", action="store_true", help="write that table into README.md in place")
     parser.add_argument("--tiny", action="store_true", help="a 32-channel, 4-step stand-in of each run (tests)")
     options = parser.parse_args()
     ship_dir = Path(options.ship_dir)
     if options.table:
         print(table(ship_dir))
+        return
+    if options.update_readme:
+        print(f"README.md: zoo table of {update_readme(ship_dir)} variants")
         return
     overrides, measure = {}, {}
     if options.tiny:

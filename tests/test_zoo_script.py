@@ -52,6 +52,14 @@ def test_tiny_zoo_run_ships_a_variant_and_tabulates_it(tmp_path):
     assert "num_heads=1" in row and f"{results['dynamics_id']['max_lyapunov_mean']:.3f}" in row
     blanks = [f"{100 * results['id']['votes=1'][t]['cell_accuracy']:.1f}" for t in ("16", "128")]
     assert f"| {blanks[0]} / {blanks[1]} |" in row
+    # --update-readme writes that table into a README in place, between the text around it
+    zoo = load_script("examples/train_zoo.py")
+    readme = tmp_path / "README.md"
+    readme.write_text("intro\n\n  | variant | change | old |\n  |---|---|---|\n  | `stale` | x | y |\n\nafter\n")
+    assert zoo.update_readme(tmp_path / "ship", readme) == 1
+    text = readme.read_text()
+    assert text.startswith("intro\n\n  | variant | change | ID T=16") and text.endswith("|\n\nafter\n")
+    assert "`stale`" not in text and f"  {row}" in text.splitlines()
     # Shipped again: skipped, nothing retrained.
     again = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0 and "[zoo]" not in again.stdout
