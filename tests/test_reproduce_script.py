@@ -53,6 +53,9 @@ def test_quick_run_writes_every_selected_claim_with_a_verdict_and_figure(tmp_pat
     # energy-constrained variants are listed, not scored: they cannot scale what they never solve (their own claim)
     if (BENCHMARKS.parent / "hub_configs" / "zoo" / "itrsa-e-multi" / "results.json").is_file():
         assert "| zoo/itrsa-e-multi | attention=e_multi: an energy-constrained variant, left out" in claims[1].table
+    # and a checkpoint that solves no OOD board at any T has nothing to scale
+    if (BENCHMARKS.parent / "hub_configs" / "zoo" / "itrsa-heads-1" / "results.json").is_file():
+        assert "| zoo/itrsa-heads-1 | solves no OOD board at any T: left out" in claims[1].table
     # so is the variant without normalization: the paper's ItrSA is normalized
     if (BENCHMARKS.parent / "hub_configs" / "zoo" / "itrsa-no-norm" / "results.json").is_file():
         assert "| zoo/itrsa-no-norm | norm=none: not the paper's (normalized) ItrSA, left out" in claims[1].table
@@ -135,3 +138,19 @@ def test_energy_constrained_verdict_needs_both_energy_variants(tmp_path):
     assert claims.claim_energy_constrained(_context(claims, zoo, tmp_path)).verdict == "partly"
     zoo["zoo/itrsa-e-single"] = _card({16: 0.0, 128: 0.02}, -0.20)
     assert claims.claim_energy_constrained(_context(claims, zoo, tmp_path)).verdict == "reproduced"
+
+
+def test_trained_head_variants_compare_the_most_and_fewest_heads_by_their_standard_errors():
+    claims = _load("reproduction_claims")
+    shipped = claims.trained_checkpoints()
+    names = [n for n in ("zoo/itrsa-heads-1", "zoo/itrsa-base") if n in shipped]
+    if len(names) < 2:
+        pytest.skip("the zoo's head variants are not shipped")
+    zoo = {name: shipped[name] for name in names}
+    rises, words = claims._trained_heads_rise(zoo)
+    one, four = (shipped[n]["dynamics_id"] for n in names)
+    se = [d["max_lyapunov_std"] / math.sqrt(d["puzzles"]) for d in (one, four)]
+    rise = four["max_lyapunov_mean"] - one["max_lyapunov_mean"]
+    assert rises == (rise > 2 * math.hypot(*se))
+    assert f"4 vs 1: {rise:+.3f}, 2 s.e. {2 * math.hypot(*se):.3f}" in words
+    assert claims._trained_heads_rise({names[0]: zoo[names[0]]}) is None  # one head count: nothing to compare
