@@ -408,7 +408,9 @@ def _provenance(model, rows, adapter, mode, eta, native, loops, k, diagnostics, 
     else:
         _, blocks, spec = find_blocks(model)
         adapter = spec.name if spec is not None else "generic"
-        if mode == "attention" and (spec is None or (spec.attention is None and spec.attention_norm is None)):
+        from .adapters.looped import attention_is_traced
+
+        if mode == "attention" and attention_is_traced(spec):
             adapter += " blocks, traced attention"  # the parts were read off a block call (the notes say which)
     model_eta = getattr(getattr(model, "config", None), "eta", None) if native else None
     return {

@@ -176,8 +176,13 @@ def _submodule(block: nn.Module, path: str | None, what: str, spec_name: str) ->
         ) from error
 
 
+def attention_is_traced(spec) -> bool:
+    """Whether mode='attention' reads its parts off a traced block call (no spec names them)."""
+    return spec is None or (spec.attention is None and spec.attention_norm is None)
+
+
 def _adapter_name(spec, mode: str) -> str:
-    if mode == "attention" and (spec is None or (spec.attention is None and spec.attention_norm is None)):
+    if mode == "attention" and attention_is_traced(spec):
         return "traced"
     return spec.name if spec is not None else "generic"
 
@@ -210,7 +215,7 @@ def build_maps(prepared: PreparedModel, model_inputs: ModelInputs, layers: list[
             continue
         targets.append(capture_target(block, spec))
         if mode == "attention":
-            if spec is None or (spec.attention is None and spec.attention_norm is None):
+            if attention_is_traced(spec):
                 parts.append(None)  # no spec names the parts: traced from the block's own call after the capture
                 continue
             attention = _submodule(block, spec.attention, "attention", spec.name)
