@@ -1,5 +1,6 @@
 """benchmarks/reproduce.py (issue 17): the claims render with verdicts derived from their numbers."""
 import importlib.util
+import json
 import math
 import sys
 from pathlib import Path
@@ -127,6 +128,71 @@ def test_regularizer_verdict_averages_best_ood_over_seed_repeats(tmp_path):
     assert claim.verdict == "reproduced" and "Spec 15.0%" in claim.why and "itrsa-spec 2" in claim.why
     zoo["zoo/itrsa-spec-seed2"] = _card({16: 0.0, 128: 0.0}, -0.2)  # mean 10.0%: no longer helps
     assert claims.claim_regularizers(_context(claims, zoo, tmp_path)).verdict == "partly"
+
+
+def test_seed_comparison_uses_twice_the_welch_standard_error_of_the_difference():
+    claims = _load("reproduction_claims")
+    first, second = [0.30, 0.20, 0.25], [0.10, 0.12, 0.08]
+    # means 0.25 and 0.10; s.e. = sd / sqrt(3) with sd 0.05 and 0.02
+    spread = 2 * math.hypot(0.05 / math.sqrt(3), 0.02 / math.sqrt(3))
+    above, words = claims.compare_over_seeds(first, second)
+    assert above and words == f"+15.0 points, 2 s.e. {100 * spread:.1f}"
+    # the same means, but the seeds scatter widely: the difference is inside the spread
+    above, _ = claims.compare_over_seeds([0.60, 0.0, 0.15], second)
+    assert not above
+    # one seed on a side: only the one-point margin can be applied, and the words say so
+    above, words = claims.compare_over_seeds([0.12], second)
+    assert above and "no spread" in words
+
+
+def test_regularizer_verdict_needs_the_difference_beyond_the_seed_spread(tmp_path):
+    claims = _load("reproduction_claims")
+    zoo = {}
+    for seed, (base, spec, energy) in enumerate([(0.10, 0.60, 0.0), (0.11, 0.0, 0.0), (0.09, 0.05, 0.01)]):
+        suffix = f"-seed{seed}" if seed else ""
+        zoo[f"zoo/itrsa-base{suffix}"] = _card({16: 0.0, 128: base}, -0.1)
+        zoo[f"zoo/itrsa-spec{suffix}"] = _card({16: 0.0, 128: spec}, -0.2)
+        zoo[f"zoo/itrsa-e-multi{suffix}"] = _card({16: 0.0, 128: energy}, -0.3)
+    claim = claims.claim_regularizers(_context(claims, zoo, tmp_path))
+    # Spec's mean (21.7%) is 11.7 points above the base's (10.0%), but one lucky seed makes it: inside 2 s.e.
+    assert claim.verdict == "partly" and "Spec 21.7%" in claim.why and "does not clear the rule" in claim.why
+    assert "| itrsa-spec | 3 | 60.0% / 0.0% / 5.0% | 21.7% +/- 33.3 |" in claim.table
+    zoo["zoo/itrsa-spec-seed1"] = _card({16: 0.0, 128: 0.55}, -0.2)
+    zoo["zoo/itrsa-spec-seed2"] = _card({16: 0.0, 128: 0.50}, -0.2)
+    assert claims.claim_regularizers(_context(claims, zoo, tmp_path)).verdict == "reproduced"
+
+
+def test_regularizer_claim_reports_the_spec_weight_sweep(tmp_path):
+    claims = _load("reproduction_claims")
+    zoo = {"zoo/itrsa-base": _card({16: 0.05, 128: 0.10}, -0.1),
+           "zoo/itrsa-spec": _card({16: 0.05, 128: 0.30}, -0.2),
+           "zoo/itrsa-e-multi": _card({16: 0.01, 128: 0.02}, -0.3),
+           "zoo/itrsa-spec-1e-2": _card({16: 0.0, 128: 0.105}, -0.4)}  # within a point of the base: not above
+    claim = claims.claim_regularizers(_context(claims, zoo, tmp_path))
+    assert "at 1 of 2 weights tried (0.001)" in claim.why
+    assert "| 0.0001 | itrsa-spec-1e-4 | not trained yet |" in claim.table
+    assert "| 0.01 | itrsa-spec-1e-2 |" in claim.table and claim.numbers["sweep"][0] == (0.0, 0.10, 0.9, -0.1)
+    assert (tmp_path / "repro_regularizers.png").stat().st_size > 10_000
+
+
+def test_only_replaces_its_sections_and_keeps_the_others(tmp_path):
+    reproduce = _load("reproduce")
+    out, figures, record = tmp_path / "REPRODUCTION.md", tmp_path / "figures", tmp_path / "repro.json"
+    common = ["--quick", "--out", str(out), "--figures", str(figures), "--json", str(record)]
+    reproduce.main(["--only", "itrsa-scaling", *common])
+    first = reproduce.kept_sections(out.read_text())["itrsa-scaling"][2]
+    reproduce.main(["--only", "criticality", *common])
+    text = out.read_text()
+    sections = reproduce.kept_sections(text)
+    # both sections, in the claims' order, the first one's text as it was
+    assert list(sections) == ["criticality", "criticality-per-example", "itrsa-scaling"]
+    assert sections["itrsa-scaling"][2] == first
+    assert "the other sections are kept from earlier runs" in text
+    summary = [line for line in text.splitlines() if line.startswith("| [")]
+    assert [line.split("(#")[1].split(")")[0] for line in summary] == list(sections)
+    assert all(f"**{verdict}**" in line for line, (_, verdict, _) in zip(summary, sections.values()))
+    assert "a --quick run" in sections["criticality"][2]
+    assert [r["key"] for r in json.loads(record.read_text())] == list(sections)
 
 
 def test_energy_constrained_verdict_needs_both_energy_variants(tmp_path):
