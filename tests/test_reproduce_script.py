@@ -204,6 +204,11 @@ def test_energy_constrained_verdict_needs_both_energy_variants(tmp_path):
     assert claims.claim_energy_constrained(_context(claims, zoo, tmp_path)).verdict == "partly"
     zoo["zoo/itrsa-e-single"] = _card({16: 0.0, 128: 0.02}, -0.20)
     assert claims.claim_energy_constrained(_context(claims, zoo, tmp_path)).verdict == "reproduced"
+    # a seed repeat of E-multi contracting much less than the base moves E-multi's mean exponent above it
+    zoo["zoo/itrsa-e-multi-seed1"] = _card({16: 0.0, 128: 0.0}, +0.20)  # mean (-0.30 + 0.20) / 2 = -0.05 > -0.10
+    claim = claims.claim_energy_constrained(_context(claims, zoo, tmp_path))
+    assert claim.verdict == "partly" and "contract more: False" in claim.why and "1/2 seeds" in claim.why
+    assert "| itrsa-e-multi-seed1 |" in claim.table
 
 
 def test_trained_head_variants_compare_the_most_and_fewest_heads_by_their_standard_errors():
