@@ -91,6 +91,27 @@ def kept_sections(text: str) -> dict:
     return sections
 
 
+README_START, README_END = "<!-- reproduction verdicts: start -->", "<!-- reproduction verdicts: end -->"
+
+
+def verdict_table(document: str, link: str = "REPRODUCTION.md") -> str:
+    """The claim / verdict table of a REPRODUCTION.md, its links pointing into ``link``."""
+    lines = [line for line in document.splitlines() if line.startswith("| [") and "](#" in line]
+    rows = [line.replace("](#", f"]({link}#") for line in lines]
+    return "\n".join(["| claim | verdict |", "|---|---|", *rows])
+
+
+def update_readme(document: str, readme: Path = ROOT / "README.md") -> bool:
+    """Write ``document``'s verdict table between the README's markers (False when it has none)."""
+    text = readme.read_text()
+    if README_START not in text or README_END not in text:
+        return False
+    head, rest = text.split(README_START, 1)
+    _, tail = rest.split(README_END, 1)
+    atomic_write_text(readme, f"{head}{README_START}\n{verdict_table(document)}\n{README_END}{tail}")
+    return True
+
+
 def render(claims, command: str, seconds: float, checkpoints: dict, order: list[str], previous: str = "",
            quick: bool = False) -> str:
     """The document: ``claims`` (measured now) and, for the keys of ``order`` not among them, the sections of
@@ -137,8 +158,11 @@ def main(argv=None) -> list:
         command += " --only " + " ".join(options.only)
     previous = options.out.read_text() if options.only and options.out.is_file() else ""
     order = [f.__name__.removeprefix("claim_").replace("_", "-") for f in CLAIMS]
-    atomic_write_text(options.out, render(claims, command, time.perf_counter() - start, context.checkpoints, order,
-                                          previous, options.quick))
+    document = render(claims, command, time.perf_counter() - start, context.checkpoints, order, previous,
+                      options.quick)
+    atomic_write_text(options.out, document)
+    if options.out.resolve() == (ROOT / "REPRODUCTION.md").resolve() and not options.quick:
+        update_readme(document)  # the README's verdict table is this document's, never typed by hand
     options.json.parent.mkdir(parents=True, exist_ok=True)
     records = {c.key: {"key": c.key, "verdict": c.verdict, "why": c.why, "numbers": c.numbers} for c in claims}
     if options.only and options.json.is_file():

@@ -225,3 +225,25 @@ def test_trained_head_variants_compare_the_most_and_fewest_heads_by_their_standa
     assert rises == (rise > 2 * math.hypot(*se))
     assert f"4 vs 1: {rise:+.3f}, 2 s.e. {2 * math.hypot(*se):.3f}" in words
     assert claims._trained_heads_rise({names[0]: zoo[names[0]]}) is None  # one head count: nothing to compare
+
+
+def test_readme_verdict_table_is_reproduction_mds_own():
+    reproduce = _load("reproduce")
+    root = BENCHMARKS.parent
+    readme = (root / "README.md").read_text()
+    block = readme.split(reproduce.README_START, 1)[1].split(reproduce.README_END, 1)[0].strip()
+    assert block == reproduce.verdict_table((root / "REPRODUCTION.md").read_text())
+    assert block.count("| **") == len(reproduce.CLAIMS)  # every claim, each with its verdict
+
+
+def test_update_readme_rewrites_only_the_marked_table(tmp_path):
+    reproduce = _load("reproduce")
+    readme = tmp_path / "README.md"
+    readme.write_text(f"intro\n{reproduce.README_START}\nold table\n{reproduce.README_END}\noutro\n")
+    document = "# R\n\n| claim | verdict |\n|---|---|\n| [A claim](#a) | **refuted** |\n"
+    assert reproduce.update_readme(document, readme)
+    assert readme.read_text() == (f"intro\n{reproduce.README_START}\n| claim | verdict |\n|---|---|\n"
+                                  f"| [A claim](REPRODUCTION.md#a) | **refuted** |\n{reproduce.README_END}\noutro\n")
+    unmarked = tmp_path / "OTHER.md"
+    unmarked.write_text("no markers\n")
+    assert not reproduce.update_readme(document, unmarked) and unmarked.read_text() == "no markers\n"
