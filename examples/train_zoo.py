@@ -4,6 +4,7 @@
     python examples/train_zoo.py --only itrsa-heads-1 akorn-n8
     python examples/train_zoo.py --table                     # print the README table of the shipped variants
     python examples/train_zoo.py --update-readme             # write that table into README.md, in place
+    python examples/train_zoo.py --redescribe                # rewrite the shipped cards' description lines
 
 Start it once per core to train two variants at a time: a variant is locked from its training to its shipping
 (`runs/zoo/<name>/.zoo.lock`, the operating system's lock, gone with its process), and a call skips what another holds.
@@ -35,8 +36,17 @@ def recipe_for(name: str, **overrides):
 
 def describe(name: str) -> str:
     family, changes = ZOO["variants"][name]
+    model = "ItrSA" if family == "itrsa" else "AKOrN"
+    seed = changes.get("seed")
+    if seed is not None:  # a seed repeat: the same recipe as the variant it repeats, another seed
+        others = {key: value for key, value in changes.items() if key != "seed"}
+        repeated = next((other for other, (f, c) in ZOO["variants"].items()
+                         if f == family and c == others and other != name), f"{family}-base")
+        return (f"A seed repeat in the zoo of the reference {model} Sudoku solver: the recipe of `zoo/{repeated}` "
+                f"with seed={seed} instead of {ZOO['bases'][family].get('seed', 0)}. Same data (SATNet rows 0-8999) "
+                f"and budget, so differences from `zoo/{repeated}` measure the seed-to-seed spread.")
     change = ", ".join(f"{key}={value}" for key, value in changes.items()) or "none (the base)"
-    return (f"A zoo variant of the reference {'ItrSA' if family == 'itrsa' else 'AKOrN'} Sudoku solver: the family's "
+    return (f"A zoo variant of the reference {model} Sudoku solver: the family's "
             f"base recipe with one change: {change}. Same data (SATNet rows 0-8999), budget and seed as every other "
             "variant of the family, so differences in the results below come from that change.")
 
@@ -135,6 +145,25 @@ def update_readme(ship_dir: Path, readme: Path = ROOT / "README.md") -> int:
     return len(rows) - 2
 
 
+def redescribe(ship_dir: Path) -> list[str]:
+    """Rewrite each shipped card's description paragraph (the one under its ``# zoo/<name>`` title) with
+    `describe`'s words; returns the cards changed. Each card is replaced atomically."""
+    from jacobiscope._io import atomic_write_text
+
+    changed = []
+    for card in sorted(ship_dir.glob("*/README.md")):
+        name = card.parent.name
+        if name not in ZOO["variants"]:
+            continue
+        lines = card.read_text().split("\n")
+        title = lines.index(f"# zoo/{name}")
+        if lines[title + 2] != describe(name):
+            lines[title + 2] = describe(name)
+            atomic_write_text(card, "\n".join(lines))
+            changed.append(name)
+    return changed
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="+", choices=sorted(ZOO["variants"]), help="these variants (default: all)")
@@ -143,6 +172,7 @@ def main() -> None:
     parser.add_argument("--ship-dir", default=str(ROOT / "hub_configs" / "zoo"), help="default hub_configs/zoo")
     parser.add_argument("--table", action="store_true", help="print the README table of the shipped variants")
     parser.add_argument("--update-readme", action="store_true", help="write that table into README.md in place")
+    parser.add_argument("--redescribe", action="store_true", help="rewrite the shipped cards' description lines")
     parser.add_argument("--tiny", action="store_true", help="a 32-channel, 4-step stand-in of each run (tests)")
     options = parser.parse_args()
     ship_dir = Path(options.ship_dir)
@@ -151,6 +181,9 @@ def main() -> None:
         return
     if options.update_readme:
         print(f"README.md: zoo table of {update_readme(ship_dir)} variants")
+        return
+    if options.redescribe:
+        print(f"re-described: {', '.join(redescribe(ship_dir)) or 'none'}")
         return
     overrides, measure = {}, {}
     if options.tiny:

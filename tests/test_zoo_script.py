@@ -34,6 +34,24 @@ def test_each_variant_differs_from_its_base_in_one_thing():
         assert base["hidden_size"] % zoo.recipe_for(name).oscillator_dim == 0
 
 
+def test_seed_repeats_are_described_as_repeats_of_the_variant_they_repeat():
+    zoo = _module()
+    for name, (family, changes) in zoo.ZOO["variants"].items():
+        words = zoo.describe(name)
+        if "seed" not in changes:
+            assert "one change" in words, name
+            continue
+        repeated = name.rsplit("-seed", 1)[0]
+        assert f"the recipe of `zoo/{repeated}` with seed={changes['seed']} instead of 0" in words, name
+        assert "one change" not in words and "seed as every other" not in words, name
+    # and the shipped cards say it too
+    shipped = Path(__file__).resolve().parents[1] / "hub_configs" / "zoo"
+    for card in shipped.glob("*/README.md"):
+        name = card.parent.name
+        if name in zoo.ZOO["variants"]:
+            assert zoo.describe(name) in card.read_text(), f"{card}: re-describe it (examples/train_zoo.py)"
+
+
 def test_tiny_zoo_run_ships_a_variant_and_tabulates_it(tmp_path):
     command = [sys.executable, str(SCRIPT), "--tiny", "--only", "itrsa-heads-1", "--runs", str(tmp_path / "runs"),
                "--ship-dir", str(tmp_path / "ship")]
@@ -63,3 +81,14 @@ def test_tiny_zoo_run_ships_a_variant_and_tabulates_it(tmp_path):
     # Shipped again: skipped, nothing retrained.
     again = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0 and "[zoo]" not in again.stdout
+
+
+def test_redescribe_rewrites_a_stale_card_description_in_place(tmp_path):
+    zoo = _module()
+    card = tmp_path / "itrsa-spec-seed1" / "README.md"
+    card.parent.mkdir()
+    card.write_text("---\nlibrary_name: transformers\n---\n\n# zoo/itrsa-spec-seed1\n\nan old description\n\n## More\n")
+    assert zoo.redescribe(tmp_path) == ["itrsa-spec-seed1"]
+    lines = card.read_text().split("\n")
+    assert lines[6] == zoo.describe("itrsa-spec-seed1") and lines[8] == "## More"
+    assert zoo.redescribe(tmp_path) == []  # already right: left as it is
