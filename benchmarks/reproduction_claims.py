@@ -652,7 +652,7 @@ def _seed_table(context: Context, names) -> list[str]:
         if not runs:
             rows.append(f"| {name} | not trained yet | | | | |")
             continue
-        best = [best_over_loops(results, "ood")[0] or 0.0 for results in runs.values()]
+        best = [value or 0.0 for value in _over_seeds(context, name)]
         spread = f" +/- {100 * statistics.stdev(best):.1f}" if len(best) > 1 else ""
         ids = [v for results in runs.values() if (v := accuracy(results, "id", 32)) is not None]
         exponents = [results["dynamics_id"]["max_lyapunov_mean"] for results in runs.values()]

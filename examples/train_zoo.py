@@ -41,7 +41,9 @@ def describe(name: str) -> str:
     if seed is not None:  # a seed repeat: the same recipe as the variant it repeats, another seed
         others = {key: value for key, value in changes.items() if key != "seed"}
         repeated = next((other for other, (f, c) in ZOO["variants"].items()
-                         if f == family and c == others and other != name), f"{family}-base")
+                         if f == family and c == others and other != name), None)
+        if repeated is None:
+            raise SystemExit(f"zoo.json: {name} repeats no variant (no {family} variant has the changes {others})")
         return (f"A seed repeat in the zoo of the reference {model} Sudoku solver: the recipe of `zoo/{repeated}` "
                 f"with seed={seed} instead of {ZOO['bases'][family].get('seed', 0)}. Same data (SATNet rows 0-8999) "
                 f"and budget, so differences from `zoo/{repeated}` measure the seed-to-seed spread.")
@@ -156,6 +158,8 @@ def redescribe(ship_dir: Path) -> list[str]:
         if name not in ZOO["variants"]:
             continue
         lines = card.read_text().split("\n")
+        if f"# zoo/{name}" not in lines:
+            raise SystemExit(f"{card}: no '# zoo/{name}' title line, so no description to rewrite; re-ship it")
         title = lines.index(f"# zoo/{name}")
         if lines[title + 2] != describe(name):
             lines[title + 2] = describe(name)
