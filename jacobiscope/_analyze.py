@@ -21,6 +21,7 @@ from ._progress import progress_bar
 from ._resources import public_name
 from .diagnostics import measure
 from .diagnostics._base import resolve
+from .linalg._reverse_products import uses_reverse_products
 from .report import LayerResult, Report
 from ._validation import nonnegative_int, positive_int
 
@@ -29,6 +30,10 @@ __all__ = ["analyze", "describe", "DIAGNOSTICS", "LayerPlan"]
 #: The built-in diagnostics a user chooses from (the regime verdict always runs); `jacobiscope.list_diagnostics`
 #: lists these and any registered since.
 DIAGNOSTICS = ("spectral_norm", "eigenvalues", "lyapunov", "clusters", "energy")
+
+
+_REVERSE_NOTE = ("derivatives by double backward: the step contains a custom torch.autograd.Function without "
+                 "forward-mode support (exact products, slower than forward mode)")
 
 
 def _has_native_loop(model) -> bool:
@@ -376,6 +381,8 @@ def analyze(
                     looped = looped.to(device=device)
                 rows.append(_measure(looped, global_index, example.labels[0], mode, loops, diagnostics, k, eigen_k,
                                      eigen_restarts, spectral_samples, seed))
+                if uses_reverse_products(looped) and _REVERSE_NOTE not in notes:
+                    notes.append(_REVERSE_NOTE)
                 if callable(outcome):
                     rows[-1].outcome = dict(outcome(example.kwargs["input_ids"], loops)[0])
                 bar.update(1)

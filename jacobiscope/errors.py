@@ -61,3 +61,8 @@ class NonFiniteWarning(RuntimeWarning):
 
 class ConvergenceWarning(RuntimeWarning):
     """An iterative method stopped at its iteration limit before reaching the requested tolerance."""
+
+
+class SlowDerivativesWarning(UserWarning):
+    """A step forward-mode AD cannot enter (a custom autograd.Function without jvp): its products are taken by
+    double backward instead — exact, but slower."""

@@ -23,6 +23,7 @@ import torch
 from torch import nn
 
 from .capture import ReplayedModule, first_output, hidden_state_of, strip_caches
+from ..errors import JacobiscopeError, StepError
 from .spec import AdapterError
 
 __all__ = ["TracedAttention", "infer_attention"]
@@ -199,6 +200,14 @@ def infer_attention(block: nn.Module, block_args: tuple, block_kwargs: dict) -> 
     try:
         with torch.no_grad():
             ReplayedModule(block, block_args, block_kwargs)(hidden)
+    except (JacobiscopeError, MemoryError):
+        raise
+    except Exception as error:  # noqa: BLE001 - the block fails on its own inputs: say so, not torch's internals
+        first = (str(error).strip().splitlines() or [""])[0][:300]
+        raise StepError(f"mode='attention': {type(block).__name__} raised {type(error).__name__} when called on the "
+                        f"inputs the model gave it (state of shape {tuple(hidden.shape)}): {first} — check that the "
+                        "model itself runs on these inputs (model(**inputs)); a config whose head counts do not "
+                        "divide (num_key_value_heads, head_dim) fails this way.") from error
     finally:
         trace.remove()
     rejected = []

@@ -7,7 +7,8 @@ import warnings
 
 import torch
 
-from ..errors import ArgumentError, ConvergenceWarning, NonFiniteWarning
+from ..errors import ArgumentError, ConvergenceWarning, NonFiniteWarning, SlowDerivativesWarning
+from ..linalg._reverse_products import DERIVATIVES_KEY, REVERSE, uses_reverse_products
 from ._base import MeasureContext, resolve
 from .._validation import floating_dtype, nonnegative_int, positive_int, seed_int
 
@@ -89,6 +90,10 @@ def measure(looped_map, x0=None, *, loops: int = 32, diagnostics=None, k: int = 
     for warning in caught:
         if issubclass(warning.category, ConvergenceWarning):
             context.flags.append(f"not converged: {str(warning.message).split('.')[0]}")
+        elif issubclass(warning.category, SlowDerivativesWarning):
+            warnings.warn(warning.message, SlowDerivativesWarning, stacklevel=2)
+    if uses_reverse_products(looped) and isinstance(getattr(looped_map, "meta", None), dict):
+        looped_map.meta[DERIVATIVES_KEY] = REVERSE  # the caller's map (measured through a copy) learns it too
     values, extra = {}, {}
     for diagnostic in chosen:
         result = context.results[diagnostic.name]

@@ -34,6 +34,7 @@ import warnings
 
 import torch
 
+from ..linalg._reverse_products import uses_reverse_products
 from ._tangent_step import compiled_tangent_step, eager_tangent_step
 from ._tangent_trace import UNTRACEABLE, cached_graph, mark_untraceable, trace_cost_seconds, traced_tangent_step
 
@@ -130,6 +131,8 @@ class LoopRunner:
         self._try(traced_tangent_step(self.map, self.batch, self.chunk_size, owner=self.owner), "traced")
 
     def _try(self, step, path: str) -> None:
+        if uses_reverse_products(self.map):  # double-backward products: torch.func (trace, compile) cannot run them
+            return
         if path not in self.paths_tried:
             self.paths_tried.append(path)
         self.fast, self.checked, self._candidate_path = step, set(), path

@@ -26,6 +26,8 @@ from __future__ import annotations
 import torch
 from torch.autograd import forward_ad
 
+from ..linalg._reverse_products import (needs_reverse_products, reverse_jvp_block, use_reverse_products,
+                                        uses_reverse_products)
 from ..linalg.operators import _translate_forward_ad_error, forward_ad_context
 
 __all__ = ["TangentStep", "eager_tangent_step", "compiled_tangent_step", "orthonormalize_frame", "loop_functions",
@@ -98,6 +100,11 @@ def _eager_jvp_block(step, x, frame, chunk_size):
     return output, tangent.unsqueeze(0)
 
 
+def _reverse_block(step, x, frame, chunk_size):
+    """``(F(x), J frame)`` by double backward, for steps forward mode cannot enter (`_reverse_products`)."""
+    return reverse_jvp_block(step, x, frame)
+
+
 def loop_functions(propagate, chunk_size, batch):
     """The two loop functions of a frame, over ``(step, x, frame)``, with ``propagate`` one of the jvp blocks."""
 
@@ -135,21 +142,28 @@ def map_params(looped_map) -> dict:
 
 
 def eager_tangent_step(looped_map, batch: int, chunk_size=None) -> TangentStep:
-    """The eager loop (the reference: what the traced and compiled loops are checked against)."""
+    """The eager loop (the reference: what the traced and compiled loops are checked against). A step with a custom
+    autograd.Function that forward mode cannot enter switches, once, to products by double backward."""
     advance, renormalize = loop_functions(_eager_jvp_block, chunk_size, batch)
+    reverse_advance, reverse_renormalize = loop_functions(_reverse_block, chunk_size, batch)
     step = looped_map.step
 
-    def run(function):
+    def run(function, reverse_function):
         def call(x, frame):
-            try:
-                with forward_ad_context():
+            with forward_ad_context():
+                if uses_reverse_products(looped_map):
+                    return reverse_function(step, x, frame)
+                try:
                     return function(step, x, frame)
-            except (NotImplementedError, RuntimeError) as error:  # name the way out (eval(), eager attention)
-                raise _translate_forward_ad_error(error, looped_map) from error
+                except (NotImplementedError, RuntimeError) as error:  # name the way out (eval(), eager attention)
+                    if not needs_reverse_products(error):
+                        raise _translate_forward_ad_error(error, looped_map) from error
+                use_reverse_products(looped_map)
+                return reverse_function(step, x, frame)
 
         return call
 
-    return TangentStep("eager", run(advance), run(renormalize))
+    return TangentStep("eager", run(advance, reverse_advance), run(renormalize, reverse_renormalize))
 
 
 # ---------------------------------------------------------------------------------------------- compiled

@@ -15,8 +15,10 @@ from torch.func import vjp as _func_vjp, jvp as _func_jvp, vmap
 
 from ..errors import StateError, StepError
 from ..maps import LoopedMap, as_looped_map, check_independent_trajectories
+from ._reverse_products import (needs_reverse_products, reverse_jvp_block, reverse_vjp_function,
+                                use_reverse_products, uses_reverse_products)
 
-__all__ = ["JacobianOperator", "jvp", "vjp", "jacobian_matmat", "forward_ad_context"]
+__all__ = ["JacobianOperator", "jvp", "vjp", "jacobian_matmat", "forward_ad_context", "linearize_reverse"]
 
 
 @contextlib.contextmanager
@@ -46,8 +48,9 @@ def _translate_forward_ad_error(error: Exception, looped_map: LoopedMap) -> Exce
         return NotImplementedError(
             f"A custom torch.autograd.Function inside '{looped_map.name}' has no forward-mode derivative (no jvp / "
             f"setup_context for functorch; bloom's GeLUFunction, yoso's kernels): {text.splitlines()[0][:200]}. "
-            "Replace it by plain torch ops (many such models have a config switch for it), or use the vjp-based "
-            "methods (jacobian(..., method='rev'))."
+            "The diagnostics fall back to double backward for such steps, but a torch.func transform over the "
+            "step (the spectral penalty of training, differentiated with respect to the weights) cannot: replace "
+            "the Function by plain torch ops (many such models have a config switch for it)."
         )
     if "forward AD" in text or "forward-mode" in text:
         return NotImplementedError(
@@ -103,8 +106,7 @@ class JacobianOperator:
             # the fused kernels' backward differs from the math path at ~1e-8, which stalls Lanczos in float64.
             # torch.func.vjp differentiates with respect to x whatever the grad mode, so the caller's mode is kept:
             # under no_grad (the diagnostics) weights that require grad record no graph of their own.
-            with forward_ad_context():
-                self._output, self._vjp_fn = _func_vjp(self.map.step, self.x)
+            self._output, self._vjp_fn = linearize_reverse(self.map, self.x)
 
     def _check(self, v: torch.Tensor, name: str, block: bool) -> None:
         expected = self.x.shape
@@ -135,6 +137,8 @@ class JacobianOperator:
         """``J^T U`` for a block ``U`` of shape ``[k, *batch, *state]``."""
         self._check(U, "U", block=True)
         self._linearize_reverse()
+        if uses_reverse_products(self.map):
+            return self._vjp_fn(U.to(self._output.dtype))[0]
         with forward_ad_context():
             return vmap(lambda u: self._vjp_fn(u)[0], chunk_size=chunk_size)(U)
 
@@ -160,6 +164,9 @@ def jvp(step, x: torch.Tensor, v: torch.Tensor, *, return_output: bool = False, 
     looped_map = as_looped_map(step)
     _check_product_arguments(x, v, "v", block=False)
     v = v.to(x.dtype)
+    if uses_reverse_products(looped_map) and not composable:
+        output, tangent = reverse_jvp_block(looped_map.step, x, v)
+        return (output, tangent) if return_output else tangent
     try:
         with forward_ad_context():
             if composable:
@@ -171,7 +178,10 @@ def jvp(step, x: torch.Tensor, v: torch.Tensor, *, return_output: bool = False, 
                     if tangent is None:  # the output does not depend on the state
                         tangent = torch.zeros_like(output)
     except (NotImplementedError, RuntimeError) as error:
-        raise _translate_forward_ad_error(error, looped_map) from error
+        if composable or not needs_reverse_products(error):
+            raise _translate_forward_ad_error(error, looped_map) from error
+        use_reverse_products(looped_map)
+        output, tangent = reverse_jvp_block(looped_map.step, x, v)
     return (output, tangent) if return_output else tangent
 
 
@@ -186,9 +196,23 @@ def vjp(step, x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     """
     looped_map = as_looped_map(step)
     _check_product_arguments(x, u, "u", block=False)
-    with torch.enable_grad(), forward_ad_context():
-        _, vjp_fn = _func_vjp(looped_map.step, x)
+    with torch.enable_grad():
+        _, vjp_fn = linearize_reverse(looped_map, x)
         return vjp_fn(u.to(x.dtype))[0]
+
+
+def linearize_reverse(looped_map: LoopedMap, x: torch.Tensor):
+    """``(F(x), vjp_fn)``: ``torch.func.vjp`` of the step, or plain autograd where ``torch.func`` refuses it."""
+    if not uses_reverse_products(looped_map):
+        try:
+            with forward_ad_context():
+                return _func_vjp(looped_map.step, x)
+        except (NotImplementedError, RuntimeError) as error:
+            if not needs_reverse_products(error):
+                raise
+            use_reverse_products(looped_map)
+    with forward_ad_context():
+        return reverse_vjp_function(looped_map.step, x)
 
 
 def jacobian_matmat(step, x: torch.Tensor, V: torch.Tensor, *, chunk_size: int | None = None, return_output: bool = False):
@@ -217,12 +241,18 @@ def jacobian_matmat(step, x: torch.Tensor, V: torch.Tensor, *, chunk_size: int |
     def one(v):
         return _func_jvp(looped_map.step, (x,), (v,))
 
-    try:
-        with forward_ad_context():
-            outputs, tangents = vmap(one, chunk_size=chunk_size)(V)
-    except (NotImplementedError, RuntimeError) as error:
-        raise _translate_forward_ad_error(error, looped_map) from error
-    return (outputs[0], tangents) if return_output else tangents
+    if not uses_reverse_products(looped_map):
+        try:
+            with forward_ad_context():
+                outputs, tangents = vmap(one, chunk_size=chunk_size)(V)
+            return (outputs[0], tangents) if return_output else tangents
+        except (NotImplementedError, RuntimeError) as error:
+            if not needs_reverse_products(error):
+                raise _translate_forward_ad_error(error, looped_map) from error
+            use_reverse_products(looped_map)
+    with forward_ad_context():
+        output, tangents = reverse_jvp_block(looped_map.step, x, V)
+    return (output, tangents) if return_output else tangents
 
 
 def _check_product_arguments(x, v, name: str, block: bool) -> None:
@@ -315,9 +345,8 @@ def _check_reverse_matches_forward(looped_map, x, v, jv, what: str) -> None:
     generator = torch.Generator(device="cpu").manual_seed(1)
     u = torch.randn(x.shape, generator=generator, dtype=torch.float64).to(device=x.device, dtype=x.dtype)
     u = u / u.norm().clamp_min(torch.finfo(x.dtype).tiny)
-    with forward_ad_context():
-        _, vjp_fn = _func_vjp(looped_map.step, x.detach())
-        (jtu,) = vjp_fn(u)
+    _, vjp_fn = linearize_reverse(looped_map, x.detach())
+    (jtu,) = vjp_fn(u)
     forward, backward = float((u.double() * jv.double()).sum()), float((jtu.double() * v.double()).sum())
     scale = float(jv.norm()) + float(jtu.norm())
     if not (math.isfinite(forward) and math.isfinite(backward)):
