@@ -110,6 +110,25 @@ def test_traced_post_norm_block_is_the_blocks_own_attention_sublayer():
         assert torch.allclose(m(m.x0), block.attention(m.x0)[0], atol=1e-6)
 
 
+def test_traced_post_norm_map_starts_at_the_models_own_hidden_state():
+    """Post-norm: the state is the stream itself, so x0 is the hidden state entering the layer, not Norm(h) (with
+    the norms' initial weights (1, 0) the two coincide: LayerNorm of a LayerNorm output; trained ones do not)."""
+    torch.manual_seed(0)
+    model = T.ElectraModel(T.ElectraConfig(hidden_size=16, embedding_size=16, intermediate_size=32,
+                                           num_hidden_layers=2, num_attention_heads=2, vocab_size=60)).eval()
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, torch.nn.LayerNorm):
+                module.weight.uniform_(0.5, 2.0)
+                module.bias.normal_(0.0, 0.3)
+    inputs = tiny_inputs("bert")
+    m = jacobiscope.looped_block(model, inputs, 1, mode="attention")
+    with torch.no_grad():
+        hidden = model(input_ids=inputs, output_hidden_states=True).hidden_states[1]
+        assert torch.allclose(m.x0, hidden, atol=1e-6)
+        assert torch.allclose(m(hidden), model.encoder.layer[1].attention(hidden)[0], atol=1e-6)
+
+
 def test_trace_refuses_blocks_without_an_itrsa_form_attention():
     torch.manual_seed(0)
     # OLMo-2 normalizes the attention's output, never its input: no ItrSA form to read off.

@@ -263,7 +263,7 @@ def build_maps(prepared: PreparedModel, model_inputs: ModelInputs, layers: list[
             (block_args, block_kwargs), attention_call = records[position]
             if parts[position] is None:
                 traced = infer_attention(blocks[index], block_args, block_kwargs)
-                parts[position] = (traced.attention, traced.norm, traced.output, "pre")
+                parts[position] = (traced.attention, traced.norm, traced.output, traced.norm_position)
                 attention_call = (traced.attention_args, traced.attention_kwargs)
                 note = (f"attention mode: no adapter spec for model_type '{getattr(model.config, 'model_type', '?')}'; "
                         f"traced from one call of the block: {traced.describe()}")
