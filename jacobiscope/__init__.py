@@ -40,7 +40,7 @@ _EXPORTS = {
                  "SymmetricEigenResult", "energy_split", "symmetric_eigenpairs", "symmetric_overlap_along_loop"),
     "errors": ("ArgumentError", "ConvergenceWarning", "FolderBusyError", "JacobiscopeError", "MemoryBudgetError", "NonFiniteStateError",
                "StepError",
-               "NonFiniteWarning", "StateError", "StepOutputError"),
+               "NonFiniteWarning", "SlowDerivativesWarning", "StateError", "StepOutputError"),
     "linalg": ("EigenResult", "JacobianOperator", "SpectralNormResult", "jacobian", "jacobian_eigenvalues",
                "spectral_norm"),
     "maps": ("LoopedMap", "as_looped_map"),
