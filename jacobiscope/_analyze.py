@@ -8,6 +8,7 @@ import operator
 import os
 import platform
 import time
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -16,7 +17,7 @@ from torch import nn
 from .adapters.inputs import prepare_inputs
 from .adapters.looped import block_index, build_maps, prepare_model, unwrap_model
 from .adapters.spec import find_blocks
-from .errors import ArgumentError, MemoryBudgetError
+from .errors import ArgumentError, MemoryBudgetError, SlowDerivativesWarning
 from ._progress import progress_bar
 from ._resources import public_name
 from .diagnostics import measure
@@ -379,8 +380,10 @@ def analyze(
             for looped in maps:
                 if device is not None:
                     looped = looped.to(device=device)
-                rows.append(_measure(looped, global_index, example.labels[0], mode, loops, diagnostics, k, eigen_k,
-                                     eigen_restarts, spectral_samples, seed))
+                with warnings.catch_warnings():  # the report's notes say it, once, instead
+                    warnings.simplefilter("ignore", SlowDerivativesWarning)
+                    rows.append(_measure(looped, global_index, example.labels[0], mode, loops, diagnostics, k,
+                                         eigen_k, eigen_restarts, spectral_samples, seed))
                 if uses_reverse_products(looped) and _REVERSE_NOTE not in notes:
                     notes.append(_REVERSE_NOTE)
                 if callable(outcome):
