@@ -1,5 +1,6 @@
 """Steps with a custom autograd.Function that forward mode and torch.func cannot enter: products by double
 backward, checked against dense reverse-mode Jacobians and against the same step written in plain torch ops."""
+import math
 import warnings
 
 import pytest
@@ -131,12 +132,6 @@ def test_diagnostics_of_such_a_step_equal_those_of_plain_ops():
     assert got.spectral_norm[0]["value"] == pytest.approx(dense_norm, rel=1e-6)
 
 
-def test_a_weight_penalty_through_torch_func_says_what_to_replace():
-    custom, _, x0 = _maps(OldStyleGelu.apply)
-    with pytest.raises(NotImplementedError, match="plain torch ops"):
-        jvp(custom, x0, x0, composable=True)
-
-
 def test_bloom_block_is_measured_as_with_plain_gelu(monkeypatch):
     """transformers' Bloom runs every MLP through GeLUFunction (old style): analyze measures it anyway, and its
     numbers are those of the same block with the GELU in plain torch ops."""
@@ -158,3 +153,78 @@ def test_bloom_block_is_measured_as_with_plain_gelu(monkeypatch):
     for a, b in zip(got.lyapunov["exponents"], expected.lyapunov["exponents"]):
         assert a == pytest.approx(b, abs=1e-9)
     assert got.spectral_norm[0]["value"] == pytest.approx(expected.spectral_norm[0]["value"], rel=1e-7)
+
+
+class _GeluBlock(torch.nn.Module):
+    def __init__(self, activation):
+        super().__init__()
+        torch.manual_seed(0)
+        self.first = torch.nn.Linear(6, 6, dtype=torch.float64)
+        self.second = torch.nn.Linear(6, 6, dtype=torch.float64)
+        self.activation = activation
+
+    def forward(self, x):
+        return torch.tanh(self.second(self.activation(self.first(x)))) + 0.5 * x
+
+
+def test_a_jacobian_penalty_through_such_a_step_has_the_plain_ops_gradient():
+    """``composable=True`` (the training penalties): the double-backward product keeps its graph to the weights, so
+    loss.backward() through ||J v||^2 gives the same weight gradients as the step in plain ops."""
+    from jacobiscope.training import jacobian_spectral_penalty
+
+    x = torch.randn(3, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(4))
+    gradients = []
+    for activation in (OldStyleGelu.apply, _gelu_tanh):
+        block = _GeluBlock(activation)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SlowDerivativesWarning)
+            penalty = jacobian_spectral_penalty(jacobiscope.LoopedMap(block), x, iterations=4, seed=0)
+        penalty.penalty.backward()
+        gradients.append((float(penalty.penalty.detach()), [p.grad.clone() for p in block.parameters()]))
+    (custom_loss, custom_grads), (plain_loss, plain_grads) = gradients
+    assert custom_loss == pytest.approx(plain_loss, rel=1e-12)
+    assert all(float(g.abs().max()) > 0 for g in plain_grads)
+    for got, expected in zip(custom_grads, plain_grads):
+        torch.testing.assert_close(got, expected, rtol=1e-10, atol=1e-12)
+
+
+def test_inside_torch_func_grad_the_error_names_loss_backward():
+    block = _GeluBlock(OldStyleGelu.apply)
+    looped = jacobiscope.LoopedMap(block)
+    x = torch.randn(3, 6, dtype=torch.float64)
+    params = {name: p.detach() for name, p in block.named_parameters()}
+
+    def penalty(params):
+        return jvp(looped.with_params(params), x, x, composable=True).square().sum()
+
+    with pytest.raises(NotImplementedError, match=r"loss\.backward\(\)"):
+        torch.func.grad(penalty)(params)
+
+
+def test_spectral_reg_trainer_trains_bloom_with_the_jacobian_penalty(tmp_path, monkeypatch):
+    """A real Trainer run on BLOOM (GeLUFunction inside) with the Jacobian penalty: its first logged penalty equals
+    the same run's with the GELU in plain ops."""
+    from transformers.models.bloom import modeling_bloom
+
+    from jacobiscope.training import SpectralRegTrainer, SpectralRegTrainingArguments
+
+    generator = torch.Generator().manual_seed(5)
+    data = [{"input_ids": ids, "labels": ids} for ids in torch.randint(3, 60, (8, 8), generator=generator)]
+
+    def first_penalty():
+        torch.manual_seed(0)
+        model = T.BloomForCausalLM(T.BloomConfig(hidden_size=16, n_layer=2, n_head=2, vocab_size=60))
+        args = SpectralRegTrainingArguments(str(tmp_path), jacobian_reg_weight=1e-2, max_steps=2,
+                                            per_device_train_batch_size=4, logging_steps=1, save_strategy="no",
+                                            report_to=[], use_cpu=True, disable_tqdm=True, seed=0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SlowDerivativesWarning)
+            trainer = SpectralRegTrainer(model, args, train_dataset=data)
+            trainer.train()
+        return trainer.state.log_history[0]["jacobian_penalty"]
+
+    custom = first_penalty()
+    monkeypatch.setattr(modeling_bloom.BloomGelu, "forward", lambda self, x: modeling_bloom.bloom_gelu_forward(x))
+    plain = first_penalty()
+    assert math.isfinite(custom) and custom > 0
+    assert custom == pytest.approx(plain, rel=1e-4)

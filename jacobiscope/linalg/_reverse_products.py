@@ -82,36 +82,43 @@ def _linearized(step, x: torch.Tensor):
     return output, pulled, cotangent, state
 
 
-def reverse_jvp_block(step, x: torch.Tensor, frame: torch.Tensor):
-    """``(F(x), J frame)`` for ``frame [k, *x.shape]`` (or one vector shaped like ``x``) by double backward."""
+def reverse_jvp_block(step, x: torch.Tensor, frame: torch.Tensor, *, differentiable: bool = False):
+    """``(F(x), J frame)`` for ``frame [k, *x.shape]`` (or one vector shaped like ``x``) by double backward.
+
+    With ``differentiable`` the products keep their graph to the step's weights (a Jacobian penalty in training:
+    its gradient then backpropagates through both backward passes)."""
+    if differentiable and torch._C._are_functorch_transforms_active():
+        raise NotImplementedError("double backward cannot run inside a torch.func transform (autograd.Function "
+                                  "with functorch must override the setup_context staticmethod)")
     block = frame.dim() == x.dim() + 1
     output, pulled, cotangent, _ = _linearized(step, x)
-    output = output.detach()
+    output = output if differentiable else output.detach()
     tangent_shape = (frame.shape[0], *output.shape) if block else output.shape
     if pulled is None or not pulled.requires_grad:  # F does not depend on x, or J does not depend on u (J = 0)
         return output, torch.zeros(tangent_shape, dtype=output.dtype, device=output.device)
     frame = frame.to(pulled.dtype)
     with torch.enable_grad():
         if not block:
-            (tangent,) = torch.autograd.grad(pulled, cotangent, frame, allow_unused=True)
+            (tangent,) = torch.autograd.grad(pulled, cotangent, frame, allow_unused=True, create_graph=differentiable)
         elif frame.shape[0] == 1:
-            (tangent,) = torch.autograd.grad(pulled, cotangent, frame[0], allow_unused=True)
+            (tangent,) = torch.autograd.grad(pulled, cotangent, frame[0], allow_unused=True,
+                                             create_graph=differentiable)
             tangent = None if tangent is None else tangent.unsqueeze(0)
         else:
-            tangent = _batched_second_backward(pulled, cotangent, frame)
+            tangent = _batched_second_backward(pulled, cotangent, frame, differentiable)
     if tangent is None:
         return output, torch.zeros(tangent_shape, dtype=output.dtype, device=output.device)
-    return output, tangent.detach()
+    return output, tangent if differentiable else tangent.detach()
 
 
-def _batched_second_backward(pulled, cotangent, frame):
+def _batched_second_backward(pulled, cotangent, frame, differentiable=False):
     try:
         (tangents,) = torch.autograd.grad(pulled, cotangent, frame, retain_graph=True, is_grads_batched=True,
-                                          allow_unused=True)
+                                          allow_unused=True, create_graph=differentiable)
         return tangents
     except RuntimeError:  # an operation in the graph has no batching rule: one backward per column
-        columns = [torch.autograd.grad(pulled, cotangent, column, retain_graph=True, allow_unused=True)[0]
-                   for column in frame]
+        columns = [torch.autograd.grad(pulled, cotangent, column, retain_graph=True, allow_unused=True,
+                                       create_graph=differentiable)[0] for column in frame]
         if any(column is None for column in columns):
             return None
         return torch.stack(columns)

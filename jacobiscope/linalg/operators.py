@@ -48,9 +48,9 @@ def _translate_forward_ad_error(error: Exception, looped_map: LoopedMap) -> Exce
         return NotImplementedError(
             f"A custom torch.autograd.Function inside '{looped_map.name}' has no forward-mode derivative (no jvp / "
             f"setup_context for functorch; bloom's GeLUFunction, yoso's kernels): {text.splitlines()[0][:200]}. "
-            "The diagnostics fall back to double backward for such steps, but a torch.func transform over the "
-            "step (the spectral penalty of training, differentiated with respect to the weights) cannot: replace "
-            "the Function by plain torch ops (many such models have a config switch for it)."
+            "Diagnostics and training penalties fall back to double backward for such steps, but not inside a "
+            "torch.func transform (torch.func.grad over the weights): take the gradient with loss.backward(), or "
+            "replace the Function by plain torch ops (many such models have a config switch for it)."
         )
     if "forward AD" in text or "forward-mode" in text:
         return NotImplementedError(
@@ -159,13 +159,18 @@ def jvp(step, x: torch.Tensor, v: torch.Tensor, *, return_output: bool = False, 
 
     Dual numbers (``torch.autograd.forward_ad``) are used directly: measured on a MiniLM layer they cost 4x a
     forward against 7x for ``torch.func.jvp``. Inside a ``torch.func`` transform (``composable=True``, e.g. to
-    differentiate a Jacobian penalty with respect to the weights) ``torch.func.jvp`` is used instead.
+    differentiate a Jacobian penalty with respect to the weights) ``torch.func.jvp`` is used instead. A step that
+    forward mode cannot enter (a custom autograd.Function without jvp) is differentiated by double backward
+    (`jacobiscope.linalg._reverse_products`); with ``composable=True`` its product keeps its graph to the weights.
     """
     looped_map = as_looped_map(step)
     _check_product_arguments(x, v, "v", block=False)
     v = v.to(x.dtype)
-    if uses_reverse_products(looped_map) and not composable:
-        output, tangent = reverse_jvp_block(looped_map.step, x, v)
+    if uses_reverse_products(looped_map):
+        try:
+            output, tangent = reverse_jvp_block(looped_map.step, x, v, differentiable=composable)
+        except NotImplementedError as error:  # inside a torch.func transform: double backward cannot run there
+            raise _translate_forward_ad_error(error, looped_map) from error
         return (output, tangent) if return_output else tangent
     try:
         with forward_ad_context():
@@ -178,10 +183,10 @@ def jvp(step, x: torch.Tensor, v: torch.Tensor, *, return_output: bool = False, 
                     if tangent is None:  # the output does not depend on the state
                         tangent = torch.zeros_like(output)
     except (NotImplementedError, RuntimeError) as error:
-        if composable or not needs_reverse_products(error):
+        if not needs_reverse_products(error) or (composable and torch._C._are_functorch_transforms_active()):
             raise _translate_forward_ad_error(error, looped_map) from error
         use_reverse_products(looped_map)
-        output, tangent = reverse_jvp_block(looped_map.step, x, v)
+        output, tangent = reverse_jvp_block(looped_map.step, x, v, differentiable=composable)
     return (output, tangent) if return_output else tangent
 
 
