@@ -105,9 +105,18 @@ def kept_weights(run: Path, summary: dict) -> str:
             f"{tie}; ties go to blank-cell accuracy).")
 
 
+def _keeps(per_loop: dict) -> str:
+    """yes / no (peak T) / - (no board solved): the card's test-time-scaling verdict, in short."""
+    from jacobiscope.recipes._scaling import loop_scaling
+
+    verdict = loop_scaling(per_loop)
+    return {True: "yes", None: "-"}.get(verdict["keeps_scaling"], f"no (peak T={verdict['peak_loops']})")
+
+
 def table(ship_dir: Path) -> str:
     rows = ["| variant | change | ID T=16 / 32 / 33 / 128 | RRN T=16 / 32 / 33 / 128 | fresh T=16 / 32 / 33 / 128 | "
-            "ID blank cells T=16 / 128 | max Lyapunov | ‖J‖ at T |", "|---|---|---|---|---|---|---|---|"]
+            "ID blank cells T=16 / 128 | keeps scaling ID / RRN / fresh | max Lyapunov | ‖J‖ at T |",
+            "|---|---|---|---|---|---|---|---|---|"]
     for name in ZOO["variants"]:
         path = ship_dir / name / "results.json"
         if not path.exists():
@@ -121,9 +130,10 @@ def table(ship_dir: Path) -> str:
         # blank cells grade the variants that complete no board (graded where board accuracy is all zero)
         blanks = " / ".join(f"{100 * results['id']['votes=1'][t]['cell_accuracy']:.1f}" for t in ("16", "128")
                             if t in results["id"]["votes=1"])
+        scaling = " / ".join(_keeps(results[split]["votes=1"]) for split in ("id", "ood", "fresh"))
         change = ", ".join(f"{k}={v}" for k, v in ZOO["variants"][name][1].items()) or "base"
         dynamics = results["dynamics_id"]
-        rows.append(f"| `{name}` | {change} | {cells[0]} | {cells[1]} | {cells[2]} | {blanks} | "
+        rows.append(f"| `{name}` | {change} | {cells[0]} | {cells[1]} | {cells[2]} | {blanks} | {scaling} | "
                     f"{dynamics['max_lyapunov_mean']:.3f} | {dynamics['spectral_norm_end_mean']:.2f} |")
     return "\n".join(rows)
 

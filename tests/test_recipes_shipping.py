@@ -26,6 +26,10 @@ def test_ship_checkpoint_writes_a_consistent_folder(tmp_path):
     assert not (tmp_path / "out.staging").exists()
     assert results["ood_rows"] == "RRN test rows 0-19 (of 18,000)" and "RRN test rows 0-19 (of 18,000)" in card
     assert "Fine-tuned from" not in card  # trained from scratch: the card must not claim a starting checkpoint
+    from jacobiscope.recipes._scaling import scaling_section
+    from jacobiscope.recipes.shipping import refresh_scaling_section
+
+    assert scaling_section(results) in card and not refresh_scaling_section(folder)  # written once, current
 
     from jacobiscope.recipes.shipping import write_model_card
 

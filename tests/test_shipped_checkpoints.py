@@ -7,6 +7,7 @@ import torch
 import jacobiscope
 from jacobiscope.data import sudoku
 from jacobiscope.hub import shipped_checkpoints
+from jacobiscope.recipes._scaling import scaling_section
 from jacobiscope.recipes.shipping import CHECK_SLICE
 
 EXPECTED = ["akorn-sudoku", "akorn-sudoku-general", "itrsa-sudoku", "itrsa-sudoku-general"]
@@ -36,6 +37,7 @@ def test_checkpoint_meets_its_model_card(name):
     accuracy = sudoku.board_accuracy(prediction, puzzles, solutions)
     assert accuracy >= results["check_slice"]["board_accuracy"] - MARGIN
     assert f"{100 * results['check_slice']['board_accuracy']:.1f}%" in card
+    assert scaling_section(results) in card, f"{name}: stale scaling section; run refresh_scaling_section on it"
     # Odd and even loop counts alike, where the card measured them (every checkpoint shipped since odd T was added).
     per_loop = results["check_slice"].get("per_loop")
     assert per_loop is not None or name in BEFORE_ODD_T, f"{name}: results.json lacks check_slice.per_loop"

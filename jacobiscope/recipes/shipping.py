@@ -12,8 +12,9 @@ from pathlib import Path
 import torch
 
 from .._io import atomic_write_text
+from ._scaling import scaling_section
 
-__all__ = ["measure_checkpoint", "write_model_card", "ship_checkpoint", "CHECK_SLICE"]
+__all__ = ["measure_checkpoint", "write_model_card", "ship_checkpoint", "refresh_scaling_section", "CHECK_SLICE"]
 
 #: The fixed slice of the SATNet ID test set that the CI check re-measures: rows 9000-9199.
 CHECK_SLICE = 200
@@ -182,6 +183,7 @@ CI check: board accuracy {100 * results['check_slice']['board_accuracy']:.1f}% o
 T={results['check_slice']['loops']}; the test suite reloads this checkpoint by name and requires at least this figure
 minus a small margin.
 
+{scaling_section(results)}
 ## Dynamics of the loop (measured by jacobiscope, float64, {dynamics['puzzles']} ID test puzzles, T={dynamics['loops']})
 
 | quantity | value |
@@ -195,6 +197,34 @@ minus a small margin.
 """ + "\n".join(f"- {item}" for item in limitations) + "\n"
     atomic_write_text(folder / "README.md", card)
     return folder / "README.md"
+
+
+_SCALING_TITLE = "## Test-time scaling"
+
+
+def refresh_scaling_section(folder) -> bool:
+    """Write (or rewrite) the test-time-scaling section of the card in ``folder`` from its ``results.json``, just
+    before its dynamics section; returns whether the card changed. The card is replaced atomically."""
+    folder = Path(folder)
+    card_path, results_path = folder / "README.md", folder / "results.json"
+    for path in (card_path, results_path):
+        if not path.exists():
+            raise FileNotFoundError(f"{path} does not exist: refresh_scaling_section needs a shipped folder "
+                                    "(model card README.md and results.json, as ship_checkpoint writes them)")
+    card = card_path.read_text()
+    section = scaling_section(json.loads(results_path.read_text()))
+    if _SCALING_TITLE in card:  # replace the old section: it runs up to the next heading
+        start = card.index(_SCALING_TITLE)
+        end = card.index("\n## ", start + 1) + 1
+        updated = card[:start] + section + "\n" + card[end:]
+    elif "\n## Dynamics of the loop" in card:
+        at = card.index("\n## Dynamics of the loop") + 1
+        updated = card[:at] + section + "\n" + card[at:]
+    else:
+        raise ValueError(f"{card_path} has no '## Dynamics of the loop' section to put the scaling section before")
+    if updated != card:
+        atomic_write_text(card_path, updated)
+    return updated != card
 
 
 def ship_checkpoint(source, name: str, *, description: str, limitations: list[str], loops=CARD_LOOPS,

@@ -1,0 +1,84 @@
+"""Does accuracy keep rising with the loop count? The test-time-scaling verdict of a checkpoint's per-loop results.
+
+>>> from jacobiscope.recipes._scaling import loop_scaling
+>>> verdict = loop_scaling({"16": 0.60, "17": 0.61, "32": 0.88, "33": 0.86, "64": 0.38, "128": 0.01})
+>>> verdict["keeps_scaling"], verdict["peak_loops"], round(verdict["largest_drop"], 2), verdict["drop_loops"]
+(False, 32, 0.87, 128)
+"""
+from __future__ import annotations
+
+__all__ = ["loop_scaling", "scaling_section", "SCALING_TOLERANCE"]
+
+#: The issue's criterion: accuracy non-decreasing from T=16 on, within one point, odd and even T alike.
+SCALING_TOLERANCE = 0.01
+
+
+def _accuracies(per_loop: dict) -> list[tuple[int, float]]:
+    """``{"16": 0.9 or {"board_accuracy": 0.9, ...}}`` as ``[(16, 0.9), ...]`` sorted by loop count."""
+    pairs = []
+    for loops, value in per_loop.items():
+        accuracy = value["board_accuracy"] if isinstance(value, dict) else value
+        pairs.append((int(loops), float(accuracy)))
+    if not pairs:
+        raise ValueError("loop_scaling needs accuracies at one loop count at least, got an empty mapping")
+    return sorted(pairs)
+
+
+def loop_scaling(per_loop: dict, *, tolerance: float = SCALING_TOLERANCE) -> dict:
+    """Test-time-scaling verdict of accuracies measured at several loop counts.
+
+    Signature: ``loop_scaling(per_loop, *, tolerance=0.01) -> dict``.
+
+    Args:
+        per_loop: loop count (int or str) -> board accuracy in [0, 1], or -> a dict holding ``board_accuracy``
+            (the shape of ``results.json``'s ``results[split]["votes=1"]``).
+
+    Keywords:
+        tolerance: the largest fall, in accuracy, still counted as "non-decreasing" (default one point).
+
+    Returns:
+        A dict: ``peak_loops`` / ``peak_accuracy`` (the best loop count, the smallest on ties), ``last_loops`` /
+        ``last_accuracy`` (the largest loop count measured), ``largest_drop`` (the largest fall below the best
+        accuracy of any smaller loop count) at ``drop_loops``, ``parity_gap`` (the largest difference between
+        consecutive loop counts T and T+1, odd against even; None when no such pair was measured) at
+        ``parity_loops`` (the pair ``(T, T + 1)``), and ``keeps_scaling``: True when the largest drop is at most
+        ``tolerance`` (None when no loop count has any accuracy: there is no scaling to keep).
+    """
+    pairs = _accuracies(per_loop)
+    best_so_far, largest_drop, drop_loops = pairs[0][1], 0.0, None
+    for loops, accuracy in pairs[1:]:
+        if best_so_far - accuracy > largest_drop:
+            largest_drop, drop_loops = best_so_far - accuracy, loops
+        best_so_far = max(best_so_far, accuracy)
+    peak_loops, peak_accuracy = max(pairs, key=lambda pair: (pair[1], -pair[0]))
+    by_loops = dict(pairs)
+    gaps = [(abs(by_loops[t] - by_loops[t + 1]), (t, t + 1)) for t in by_loops if t + 1 in by_loops]
+    parity_gap, parity_loops = max(gaps) if gaps else (None, None)
+    return {"peak_loops": peak_loops, "peak_accuracy": peak_accuracy, "last_loops": pairs[-1][0],
+            "last_accuracy": pairs[-1][1], "largest_drop": largest_drop, "drop_loops": drop_loops,
+            "parity_gap": parity_gap, "parity_loops": parity_loops,
+            # nothing to keep when no board is solved; 1e-9: 10 boards of 1,000 fall exactly "one point"
+            "keeps_scaling": None if peak_accuracy == 0 else largest_drop <= tolerance + 1e-9}
+
+
+def _row(label: str, per_loop: dict) -> str:
+    verdict = loop_scaling(per_loop)
+    drop = (f"{100 * verdict['largest_drop']:.1f} at T={verdict['drop_loops']}" if verdict["drop_loops"] is not None
+            else "0.0")
+    parity = ("not measured" if verdict["parity_gap"] is None else
+              "{:.1f} (T={} / {})".format(100 * verdict["parity_gap"], *verdict["parity_loops"]))
+    keeps = {True: "yes", False: "**no**", None: "no board solved"}[verdict["keeps_scaling"]]
+    return (f"| {label} | {100 * verdict['peak_accuracy']:.1f}% at T={verdict['peak_loops']} | "
+            f"{100 * verdict['last_accuracy']:.1f}% at T={verdict['last_loops']} | {drop} | {parity} | {keeps} |")
+
+
+_SPLITS = (("id", "SATNet test (ID)"), ("ood", "RRN (OOD)"), ("fresh", "fresh puzzles"))
+
+
+def scaling_section(results: dict) -> str:
+    """The model card's "Test-time scaling" section, computed from ``results.json`` (single-pass figures)."""
+    rows = [_row(label, results[split]["votes=1"]) for split, label in _SPLITS if results.get(split)]
+    return ("## Test-time scaling (single pass, from the tables above)\n\n"
+            "Keeps scaling = accuracy never falls more than 1 point below its best at a smaller loop count.\n\n"
+            "| split | best | at the largest T | largest fall (points) | largest odd/even gap (points) | keeps scaling |\n"
+            "|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n")
