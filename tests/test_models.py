@@ -188,6 +188,31 @@ def test_cli_eval_reports_accuracy_per_loop_count(tmp_path):
         assert record["results"]["id"][str(loops)]["cell_accuracy"] == pytest.approx(expected)
 
 
+def test_cli_eval_keeps_csv_splits_of_one_name_apart_and_scores_boards_without_blanks(tmp_path, capsys):
+    import json
+
+    from jacobiscope.cli import main
+
+    model = _tiny("itrsa")
+    model.save_pretrained(tmp_path / "model")
+    _, test = data.satnet_splits()
+    rows = test.select(range(3))
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    (tmp_path / "a" / "test.csv").write_text("".join(f"{p},{s}\n" for p, s in zip(rows["puzzle"], rows["solution"])))
+    # a board with every cell given: nothing to predict, so the board counts as solved and cell accuracy is undefined
+    (tmp_path / "b" / "test.csv").write_text(f"{rows['solution'][0]},{rows['solution'][0]}\n")
+    record_path = tmp_path / "eval.json"
+    assert main(["sudoku", "eval", str(tmp_path / "model"), "--loops", "1", "--quiet", "--json", str(record_path),
+                 "--split", f"{tmp_path / 'a' / 'test.csv'},{tmp_path / 'b' / 'test.csv'}"]) == 0
+    record = json.loads(record_path.read_text())  # strict JSON: NaN would not parse in other languages' readers
+    assert sorted(record["results"]) == sorted(["test.csv", str(tmp_path / "b" / "test.csv")])
+    assert len(record["puzzles"]["test.csv"]) == 3 and len(record["puzzles"][str(tmp_path / "b" / "test.csv")]) == 1
+    full = record["results"][str(tmp_path / "b" / "test.csv")]["1"]
+    assert full["board_accuracy"] == 1.0 and full["cell_accuracy"] is None
+    out = capsys.readouterr().out
+    assert "no blank cells, so cell accuracy is undefined" in out and "nan" not in out
+
+
 def test_akorn_unit_embeddings_add_row_column_and_box():
     model = _tiny("akorn", unit_embeddings=True)
     puzzles = _puzzles(1)

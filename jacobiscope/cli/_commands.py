@@ -321,13 +321,23 @@ def sudoku_train(args) -> int:
     return 0
 
 
+def _csv_split_name(split: str, seen: dict) -> str:
+    """A csv split is named by its file name; a second file of that name (b/test.csv after a/test.csv) is named by
+    its path as given, so neither result overwrites the other."""
+    name, resolved = Path(split).name, Path(split).resolve()
+    if seen.get(name, resolved) != resolved:
+        name = split
+    seen[name] = resolved
+    return name
+
+
 def sudoku_eval(args) -> int:
     check_output_path(args.json, "--json")
     _quiet(args.quiet)
     from ..data import sudoku as data
     from ..hub import locate_model
 
-    splits = {}
+    splits, csv_paths = {}, {}
     for split in args.split:
         if split == "id":
             splits["id"] = lambda: data.satnet_splits(args.data)[1]
@@ -339,7 +349,7 @@ def sudoku_eval(args) -> int:
             splits["fresh"] = lambda: data.to_dataset(*data.generate_many(args.limit or 1000, givens=FRESH_GIVENS,
                                                                           seed=FRESH_SEED))
         elif Path(split).is_file():
-            splits[Path(split).name] = lambda split=split: data.load_csv(split)
+            splits[_csv_split_name(split, csv_paths)] = lambda split=split: data.load_csv(split)
         else:
             raise UsageError(f"--split {split!r} is neither id, ood, fresh nor an existing csv file",
                              "use id, ood, fresh, or the path of a puzzle,solution csv")
@@ -374,17 +384,31 @@ def sudoku_eval(args) -> int:
     print(f"{'split':<8}{'loops':>7}{'votes':>7}{'board acc':>11}{'cell acc':>10}")
     for name, per_loop in record["results"].items():
         for count, values in per_loop.items():
-            print(f"{name:<8}{count:>7}{args.votes:>7}{100 * values['board_accuracy']:>10.2f}%"
-                  f"{100 * values['cell_accuracy']:>9.2f}%")
+            cells = values["cell_accuracy"]
+            cells = "-" if math.isnan(cells) else f"{100 * cells:.2f}%"
+            print(f"{name:<8}{count:>7}{args.votes:>7}{100 * values['board_accuracy']:>10.2f}%{cells:>10}")
     for name, per_loop in record["results"].items():
         values = next(iter(per_loop.values()))
         print(f"{name}: one trajectory per puzzle to T={max(args.loops)}, {values['seconds']:.1f} s "
               f"({values['puzzles_per_second']:.1f} puzzles/s)")
+        if math.isnan(values["cell_accuracy"]):
+            print(f"{name}: its puzzles have no blank cells, so cell accuracy is undefined (-; null in the JSON)")
     if args.json:
         from .._io import atomic_write_text
 
-        atomic_write_text(args.json, json.dumps(record, indent=1))
+        # NaN is not JSON: an undefined cell accuracy (no blanks to score) is written as null
+        atomic_write_text(args.json, json.dumps(_nan_to_none(record), indent=1, allow_nan=False))
     return 0
+
+
+def _nan_to_none(value):
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _nan_to_none(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_nan_to_none(item) for item in value]
+    return value
 
 
 # ---------------------------------------------------------------------------------------------- hub
