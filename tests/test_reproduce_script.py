@@ -141,6 +141,11 @@ def test_itrsa_scaling_leaves_out_checkpoints_below_the_signal_floor(tmp_path):
     assert claim.verdict == "reproduced" and "2 of 2 ItrSA checkpoints" in claim.why
     zoo["zoo/itrsa-falls"] = _card({t: 0.20 - t / 1000 for t in curve}, -0.1)  # more loops, fewer boards
     assert claims.claim_itrsa_scaling(_context(claims, zoo, tmp_path)).verdict == "partly"
+    del zoo["zoo/itrsa-falls"]
+    # rising at even T, nothing at odd T (a period-2 orbit): the cards' rule sees the odd loop counts too
+    zoo["zoo/itrsa-orbit"] = _card({t: (0.0 if t % 2 else value) for t, value in curve.items()}, -0.1)
+    claim = claims.claim_itrsa_scaling(_context(claims, zoo, tmp_path))
+    assert claim.verdict == "partly" and "2 of 3 ItrSA checkpoints" in claim.why
 
 
 def test_seed_comparison_uses_twice_the_welch_standard_error_of_the_difference():
