@@ -771,7 +771,7 @@ def claim_akorn_dimension(context: Context) -> Claim:
 def claim_itrsa_scaling(context: Context) -> Claim:
     """Test-time scaling of every trained ItrSA checkpoint: accuracy at T = 16 ... 128 (odd T too). Rule:
     reproduced if every ItrSA checkpoint's OOD accuracy is non-decreasing in T, odd and even (within 1 point of its
-    best at a smaller T: `jacobiscope.recipes._scaling.loop_scaling`, the cards' test-time-scaling section) and gains from
+    best at a smaller T: `jacobiscope.loop_scaling`, the cards' test-time-scaling section) and gains from
     T=16 to its best T: >= 5 points, or at least doubles (a weak checkpoint scales too when 0.2% becomes 4%).
     Energy-constrained variants (attention other than standard) are listed but left out: they have their own claim;
     so is a variant without normalization (the paper's ItrSA is normalized; the normalization claims cover it), and

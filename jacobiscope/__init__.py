@@ -32,6 +32,7 @@ _EXPORTS = {
     "_analyze": ("analyze", "describe"),
     "_depth": ("depth_dynamics", "DepthDynamics"),
     "dynamics._finite_time": ("finite_time_exponents", "FiniteTimeExponents"),
+    "recipes._scaling": ("loop_scaling",),
     "_per_example": ("per_example", "per_example_from_report", "solved_from_sudoku_eval", "PerExample"),
     "report": ("LayerResult", "Report"),
     "dynamics": ("LyapunovResult", "OscillationMeasures", "classify_dynamics", "kaplan_yorke_dimension",
