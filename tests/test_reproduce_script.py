@@ -104,7 +104,14 @@ def test_akorn_dimension_falls_back_to_a_graded_measure_when_no_variant_complete
     claim = claims.claim_akorn_dimension(_context(claims, zoo, tmp_path))
     # ID boards decide: N=4 gains 20, N=32 2, the norm variant 40 points
     assert claim.verdict == "reproduced" and "ID board accuracy gain" in claim.why and "+20.0" in claim.why
-    assert "no variant reaches 2% of OOD boards" in claim.why
+    assert "no variant reaches 2% of OOD boards" in claim.why and claim.why.endswith("One seed per variant here.")
+    zoo["zoo/itrsa-base"], zoo["zoo/itrsa-base-seed1"] = _card({16: 0.05, 128: 0.10}, -0.1), _card({128: 0.30}, -0.1)
+    claim = claims.claim_akorn_dimension(_context(claims, zoo, tmp_path))
+    assert "One seed per variant here; for scale, the ItrSA base's best OOD accuracy spans 10.0-30.0% over its 2" \
+        in claim.why
+    zoo.update({"zoo/itrsa-e-single": _card({128: 0.0}, -0.3), "zoo/itrsa-e-multi": _card({128: 0.0}, -0.3)})
+    energy = claims.claim_energy_constrained(_context(claims, zoo, tmp_path)).why
+    assert "Seeds per variant: itrsa-base 2, itrsa-e-single 1, itrsa-e-multi 1." in energy
     # no boards anywhere: blank cells decide (N=32 gains more cells than N=4 here, so the claim is refuted)
     zero = {16: 0.0, 128: 0.0}
     for name, (start, end) in {"akorn-n4": (0.50, 0.55), "akorn-n32": (0.50, 0.60),
