@@ -588,7 +588,32 @@ def _variant_claim(context, key, title, paper, names, rule, decide, optional=())
                      f"not trained yet: {', '.join(missing)} (examples/train_zoo.py trains and ships them; 40-60 "
                      "minutes of one CPU core for an ItrSA variant, about 3 hours for an AKOrN one, on this machine).")
     verdict, why = decide(present)
-    return Claim(key, title, paper, rule, "\n".join(rows), verdict, why + _seed_note(context, names))
+    # seed repeats join their variant's colour in the right panel (through _seed_runs), not as variants of their own
+    shipped = {name: results for name, results in present.items() if results is not None and "-seed" not in name}
+    return Claim(key, title, paper, rule, "\n".join(rows), verdict, why + _seed_note(context, names),
+                 _figure(context, key.replace("-", "_"), lambda axes: _draw_variants(context, shipped, axes)))
+
+
+def _draw_variants(context: Context, shipped: dict, axes) -> None:
+    """Left: board accuracy against T (every card loop count, odd included) per variant (seed 0), ID solid and OOD
+    dashed. Right: max Lyapunov exponent against best OOD accuracy per run, seed repeats included."""
+    for index, (name, results) in enumerate(shipped.items()):
+        color = f"C{index}"
+        for split, style in (("id", "-"), ("ood", "--")):
+            per_loop = sorted((int(t), 100 * v["board_accuracy"]) for t, v in results[split]["votes=1"].items())
+            axes[0].plot(*zip(*per_loop), style, marker=".", color=color,
+                         label=f"{name} ({'ID' if split == 'id' else 'OOD'})")
+        for run in _seed_runs(context, name).values():
+            axes[1].plot(run["dynamics_id"]["max_lyapunov_mean"], 100 * (best_over_loops(run, "ood")[0] or 0.0),
+                         "o", color=color)
+        axes[1].plot([], [], "o", color=color, label=name)
+    axes[0].set(xscale="log", xlabel="loops T", ylabel="board accuracy (%)",
+                title="seed 0: ID (solid) and OOD (dashed)")
+    axes[0].legend(fontsize=6)
+    axes[1].axvline(0.0, color="gray", linestyle=":")
+    axes[1].set(xlabel="max Lyapunov exponent (nats/loop)", ylabel="best OOD board accuracy (%)",
+                title="each shipped run (seeds included)")
+    axes[1].legend(fontsize=6)
 
 
 def _seed_note(context: Context, names) -> str:
@@ -853,7 +878,26 @@ def claim_token_dynamics(context: Context) -> Claim:
                  "periodic orbits from (A, V).",
                  "`jacobiscope.theory.tokens.regime_table` (predicted by the exact statements, found by "
                  "`classify_regime` on the integrated flow).", "\n".join(rows), verdict,
-                 f"predicted = found for {agree} of {len(table)} examples.")
+                 f"predicted = found for {agree} of {len(table)} examples.",
+                 _figure(context, "token_dynamics", lambda axes: _draw_tokens(context, axes)))
+
+
+def _draw_tokens(context: Context, axes) -> None:
+    """One (A, V) per regime: |R_2| of the particles (solid) over the OA solution (dashed) against time (left),
+    and R_2 in the complex plane (right)."""
+    from jacobiscope.theory import tokens
+
+    data = tokens.regime_trajectories(n=context.sizes(64, 16), horizon=context.sizes(30.0, 4.0), dt=0.05)
+    for index, (name, run) in enumerate(data.items()):
+        color, times = f"C{index}", run["times"].numpy()
+        axes[0].plot(times, run["R2"].abs().numpy(), "-", color=color, label=name.replace("_", " "))
+        axes[0].plot(times, run["Z"].abs().numpy(), "--", color=color)
+        axes[1].plot(run["R2"].real.numpy(), run["R2"].imag.numpy(), "-", color=color)
+    axes[0].set(xlabel="time", ylabel="|R_2|", title="particles (solid) and Ott-Antonsen (dashed)")
+    axes[0].legend(fontsize=6)
+    circle = torch.linspace(0, 2 * math.pi, 200)
+    axes[1].plot(torch.cos(circle).numpy(), torch.sin(circle).numpy(), ":", color="gray")
+    axes[1].set(aspect="equal", xlabel="Re R_2", ylabel="Im R_2", title="R_2 in the plane (unit circle: clustered)")
 
 
 def _theory_tables():
@@ -875,7 +919,7 @@ def claim_attention_indexed_learning(context: Context) -> Claim:
     some, refuted if none."""
     tables = _theory_tables()
     d, t, runs = context.sizes((16, 2.0, 2), (8, 0.2, 1))
-    rows, _ = tables.learning_rows(d, t, 0.01, runs, 0, clip=None)
+    rows, he2_runs = tables.learning_rows(d, t, 0.01, runs, 0, clip=None)
     by_key = {(row["start"], row["link"]): row for row in rows}
 
     def mean_escape(row):
@@ -906,7 +950,27 @@ def claim_attention_indexed_learning(context: Context) -> Claim:
                  "delayed.",
                  f"`jacobiscope.theory.aim.escape_runs` (d = {d}, horizon t = {t}, {runs} runs per cell, eta 0.01, "
                  "PSD teacher), as in examples/theory_tables.py; the d = 100 runs are in benchmarks/RESULTS.md "
-                 "(Theory).", table, verdict, f"{seen_count} of {len(checks)} statements seen in the runs.")
+                 "(Theory).", table, verdict, f"{seen_count} of {len(checks)} statements seen in the runs.",
+                 _figure(context, "attention_indexed_learning", lambda axes: _draw_learning(rows, he2_runs, t, axes)))
+
+
+def _draw_learning(rows, he2_runs, horizon: float, axes) -> None:
+    """Left: He2's escape curves per parameterization (`plot_escape_curves`). Right: the share of runs that
+    escaped by the horizon, per start and link."""
+    from jacobiscope.theory.plots import plot_escape_curves
+
+    plot_escape_curves(he2_runs, link="he2", ax=axes[0])
+    axes[0].set_title("He2: |cos_c| along online SGD", fontsize=9)
+    links = sorted({row["link"] for row in rows})
+    starts = sorted({row["start"] for row in rows})
+    width = 0.8 / max(len(starts), 1)
+    for index, start in enumerate(starts):
+        shares = [next((100 * r["escaped"] / r["runs"] for r in rows if r["start"] == start and r["link"] == link),
+                       0.0) for link in links]
+        axes[1].bar([i + index * width for i in range(len(links))], shares, width, label=start)
+    axes[1].set(xticks=[i + 0.4 - width / 2 for i in range(len(links))], xticklabels=links,
+                ylabel=f"runs escaped by t = {horizon:g} (%)", title="weak recovery per link and start")
+    axes[1].legend(fontsize=6)
 
 
 CLAIMS = (claim_normalization_norm, claim_normalization_eigenvalues, claim_multi_head, claim_criticality,

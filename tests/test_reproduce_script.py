@@ -112,6 +112,7 @@ def test_akorn_dimension_falls_back_to_a_graded_measure_when_no_variant_complete
     zoo.update({"zoo/itrsa-e-single": _card({128: 0.0}, -0.3), "zoo/itrsa-e-multi": _card({128: 0.0}, -0.3)})
     energy = claims.claim_energy_constrained(_context(claims, zoo, tmp_path)).why
     assert "Seeds per variant: itrsa-base 2, itrsa-e-single 1, itrsa-e-multi 1." in energy
+    assert (tmp_path / "repro_akorn_dimension.png").stat().st_size > 10_000  # variant claims draw their figure
     # no boards anywhere: blank cells decide (N=32 gains more cells than N=4 here, so the claim is refuted)
     zero = {16: 0.0, 128: 0.0}
     for name, (start, end) in {"akorn-n4": (0.50, 0.55), "akorn-n32": (0.50, 0.60),
@@ -272,3 +273,21 @@ def test_update_readme_rewrites_only_the_marked_table(tmp_path):
     unmarked = tmp_path / "OTHER.md"
     unmarked.write_text("no markers\n")
     assert not reproduce.update_readme(document, unmarked) and unmarked.read_text() == "no markers\n"
+
+
+def test_the_shipped_reproduction_has_a_figure_for_every_claim():
+    """REPRODUCTION.md as committed: every claim of reproduction_claims.CLAIMS has its section, its verdict and a
+    figure file that exists."""
+    import re
+
+    claims = _load("reproduction_claims")
+    text = (claims.ROOT / "REPRODUCTION.md").read_text()
+    sections = re.split(r'<a id="([a-z-]+)"></a>', text)[1:]
+    by_key = dict(zip(sections[::2], sections[1::2]))
+    keys = [claim.__name__.removeprefix("claim_").replace("_", "-") for claim in claims.CLAIMS]
+    assert sorted(by_key) == sorted(keys)
+    for key, body in by_key.items():
+        assert re.search(r"\*\*Verdict: (reproduced|partly|refuted|not testable here)\.\*\*", body), key
+        figures = re.findall(r"!\[[^\]]*\]\(([^)]+\.png)\)", body)
+        assert figures, f"{key}: no figure"
+        assert all((claims.ROOT / figure).is_file() for figure in figures), (key, figures)
