@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from jacobiscope.recipes._scaling import loop_scaling
+from jacobiscope import loop_scaling
 
 ROOT = Path(__file__).resolve().parents[1]
 VERDICTS = ("reproduced", "partly", "refuted", "not testable here")
@@ -627,7 +627,6 @@ def _seed_note(context: Context, names) -> str:
         note += (f"; for scale, the ItrSA base's best OOD accuracy spans {100 * min(spread):.1f}-"
                  f"{100 * max(spread):.1f}% over its {len(spread)} seeds")
     return note + "."
-
 
 
 def claim_energy_constrained(context: Context) -> Claim:

@@ -68,6 +68,10 @@ def test_refresh_rewrites_a_stale_section_in_place(tmp_path):
     second = (tmp_path / "README.md").read_text()
     assert second.count("## Test-time scaling") == 1 and "**no**" not in second and "| yes |" in second
     assert second.endswith("## Dynamics of the loop\n\nrows\n") and "CI check.\n\n## Test-time" in second
+    (tmp_path / "README.md").write_text("# card\n\n## Test-time scaling (old)\n\nstale\n")  # the last section
+    assert refresh_scaling_section(tmp_path) is True
+    last = (tmp_path / "README.md").read_text()
+    assert "stale" not in last and last.startswith("# card\n\n## Test-time scaling (single pass") and "| yes |" in last
     (tmp_path / "README.md").write_text("# card without sections\n")
     with pytest.raises(ValueError, match="Dynamics of the loop"):
         refresh_scaling_section(tmp_path)

@@ -215,8 +215,8 @@ def refresh_scaling_section(folder) -> bool:
     section = scaling_section(json.loads(results_path.read_text()))
     if _SCALING_TITLE in card:  # replace the old section: it runs up to the next heading
         start = card.index(_SCALING_TITLE)
-        end = card.index("\n## ", start + 1) + 1
-        updated = card[:start] + section + "\n" + card[end:]
+        end = card.find("\n## ", start + 1) + 1  # 0: the section is the card's last
+        updated = card[:start] + section + ("\n" + card[end:] if end else "")
     elif "\n## Dynamics of the loop" in card:
         at = card.index("\n## Dynamics of the loop") + 1
         updated = card[:at] + section + "\n" + card[at:]
