@@ -5,7 +5,7 @@
 
 `runs/` is not tracked by git, and a session can end without warning. `save` copies what resuming needs — the
 newest complete checkpoint (weights, EMA, optimizer, scheduler, RNG, trainer state), `recipe.json`,
-`accuracy_history.json`, `best/` and, for the general regime, the generated puzzle parts — to
+`checkpoint_format.json`, `accuracy_history.json`, `best/` and, for the general regime, the generated puzzle parts — to
 `examples/recipes/resume/<name>/`, replacing the previous copy (commit it). `restore` puts it back so that
 `jacobiscope sudoku train --config <name>/recipe.json --out runs/<name>` continues from that step.
 """
@@ -17,7 +17,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 STORE = ROOT / "examples" / "recipes" / "resume"
-KEEP = ("recipe.json", "accuracy_history.json", "best", "general")
+KEEP = ("recipe.json", "checkpoint_format.json", "accuracy_history.json", "best", "general")
 
 
 def _newest_checkpoint(run: Path) -> Path | None:

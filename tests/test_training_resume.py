@@ -99,10 +99,12 @@ class _Killed(BaseException):
 SHORT = dict(RECIPE, max_steps=12, save_steps=4)
 
 
-@pytest.mark.parametrize("point", ["before the weight average", "before the random streams", "during validation"])
-def test_a_kill_at_each_point_of_a_save_resumes_exactly(tmp_path, monkeypatch, point):
+@pytest.mark.parametrize("point, step", [("before the weight average", 8), ("before the random streams", 8),
+                                         ("during validation", 8), ("before the random streams", 4)])
+def test_a_kill_at_each_point_of_a_save_resumes_exactly(tmp_path, monkeypatch, point, step):
     """Each file a save writes after the Trainer's own is a point where a kill leaves a folder that looks complete;
-    the resumed run must end where an uninterrupted one does, with one validation record per save."""
+    the resumed run must end where an uninterrupted one does, with one validation record per save. Step 4 is the
+    run's first save: no earlier checkpoint shows that this run records its random streams."""
     from jacobiscope.recipes import _sudoku_callbacks as callbacks
     from jacobiscope.recipes.sudoku import SudokuRecipe, train_sudoku
 
@@ -114,12 +116,12 @@ def test_a_kill_at_each_point_of_a_save_resumes_exactly(tmp_path, monkeypatch, p
               "during validation": callbacks._AccuracyCallback}[point]
     original = target.on_save
 
-    def dies_at_step_8(self, args, state, control, **kwargs):
-        if state.global_step == 8:
+    def dies_at_the_step(self, args, state, control, **kwargs):
+        if state.global_step == step:
             raise _Killed()
         return original(self, args, state, control, **kwargs)
 
-    monkeypatch.setattr(target, "on_save", dies_at_step_8)
+    monkeypatch.setattr(target, "on_save", dies_at_the_step)
     with pytest.raises(_Killed):
         train_sudoku(recipe, tmp_path / "killed", progress=False)
     monkeypatch.setattr(target, "on_save", original)
@@ -150,3 +152,29 @@ def test_a_checkpoint_without_its_random_streams_is_incomplete_when_the_run_reco
     # a run saved before the streams were recorded (no checkpoint has them) still resumes from its newest
     (tmp_path / "checkpoint-2" / "random_streams.json").unlink()
     assert _latest_checkpoint(tmp_path).endswith("checkpoint-4")
+
+
+def test_a_run_that_declares_its_streams_never_resumes_from_a_checkpoint_without_them(tmp_path):
+    from jacobiscope.recipes._sudoku_callbacks import (
+        CHECKPOINT_FORMAT_FILE, _declare_checkpoint_format, _latest_checkpoint,
+    )
+
+    folder = tmp_path / "checkpoint-4"
+    folder.mkdir()
+    for name in ("trainer_state.json", "model.safetensors"):
+        (folder / name).write_text("{}")
+    # Killed between the Trainer's files and the streams of the run's only checkpoint: nothing shows the run
+    # records streams except its declaration, written before training.
+    _declare_checkpoint_format(tmp_path, None)
+    with pytest.warns(UserWarning, match="checkpoint-4.*resuming from the start"):
+        assert _latest_checkpoint(tmp_path) is None
+    # An older run resumed from a checkpoint without streams declares them from that step on ...
+    (tmp_path / CHECKPOINT_FORMAT_FILE).unlink()
+    _declare_checkpoint_format(tmp_path, str(folder))
+    assert json.loads((tmp_path / CHECKPOINT_FORMAT_FILE).read_text()) == {"random_streams_after_step": 4}
+    assert _latest_checkpoint(tmp_path).endswith("checkpoint-4")
+    # ... and a later resume keeps that declaration; a fresh start (resume=False) declares step 0 again.
+    _declare_checkpoint_format(tmp_path, str(folder))
+    assert json.loads((tmp_path / CHECKPOINT_FORMAT_FILE).read_text())["random_streams_after_step"] == 4
+    _declare_checkpoint_format(tmp_path, None)
+    assert json.loads((tmp_path / CHECKPOINT_FORMAT_FILE).read_text())["random_streams_after_step"] == 0

@@ -172,15 +172,45 @@ def _checkpoint_is_complete(folder: Path, needs_average: bool, needs_streams: bo
     return True
 
 
+CHECKPOINT_FORMAT_FILE = "checkpoint_format.json"
+
+
+def _step(folder: Path) -> int:
+    return int(folder.name.split("-")[-1])
+
+
+def _streams_required_after(out_dir: Path, checkpoints: list[Path]) -> float:
+    """The step after which every checkpoint of this run must carry its random streams.
+
+    A run started by this jacobiscope says so in ``checkpoint_format.json`` before its first save, so a kill between
+    a checkpoint's ``trainer_state.json`` and its streams is caught even when that checkpoint is the run's only one.
+    A run without that file (saved by an older jacobiscope) needs them only if some checkpoint has them."""
+    declared = out_dir / CHECKPOINT_FORMAT_FILE
+    if declared.is_file():
+        try:
+            return int(json.loads(declared.read_text())["random_streams_after_step"])
+        except (OSError, ValueError, KeyError, TypeError):
+            pass  # unreadable: fall back to what the checkpoints show
+    return 0 if any((p / RandomStreamsCallback.FILE).is_file() for p in checkpoints) else float("inf")
+
+
+def _declare_checkpoint_format(out_dir: Path, resumed_from: str | None) -> None:
+    """Record that every checkpoint saved from now on carries its random streams: from step 0 for a run that
+    starts from scratch, from the checkpoint it resumes for an older run that never declared it."""
+    declared = Path(out_dir) / CHECKPOINT_FORMAT_FILE
+    if resumed_from is None or not declared.is_file():
+        step = _step(Path(resumed_from)) if resumed_from else 0
+        atomic_write_text(declared, json.dumps({"random_streams_after_step": step}))
+
+
 def _latest_checkpoint(out_dir: Path, needs_average: bool = False) -> str | None:
-    checkpoints = sorted((p for p in out_dir.glob("checkpoint-*") if p.name.split("-")[-1].isdigit()),
-                         key=lambda p: int(p.name.split("-")[-1]))
-    # A run saved by a jacobiscope that records the random streams must have them in the checkpoint it resumes
-    # from (without them the resumed run draws other batches); older runs, which never had them, still resume.
-    needs_streams = any((p / RandomStreamsCallback.FILE).is_file() for p in checkpoints)
-    complete = [p for p in checkpoints if _checkpoint_is_complete(p, needs_average, needs_streams)]
-    newest = int(complete[-1].name.split("-")[-1]) if complete else -1
-    skipped = [p.name for p in checkpoints if p not in complete and int(p.name.split("-")[-1]) > newest]
+    out_dir = Path(out_dir)
+    checkpoints = sorted((p for p in out_dir.glob("checkpoint-*") if p.name.split("-")[-1].isdigit()), key=_step)
+    # Without its random streams a resumed run draws other batches than an uninterrupted one.
+    streams_after = _streams_required_after(out_dir, checkpoints)
+    complete = [p for p in checkpoints if _checkpoint_is_complete(p, needs_average, _step(p) > streams_after)]
+    newest = _step(complete[-1]) if complete else -1
+    skipped = [p.name for p in checkpoints if p not in complete and _step(p) > newest]
     if skipped:
         warnings.warn(f"skipping incomplete checkpoint(s) {', '.join(skipped)} in {out_dir} (a save was interrupted); "
                       f"resuming from {complete[-1].name if complete else 'the start'}", stacklevel=4)

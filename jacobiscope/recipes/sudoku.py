@@ -16,7 +16,8 @@ from transformers import Trainer, TrainingArguments
 
 from .._io import atomic_write_text
 from ._sudoku_callbacks import (
-    DivergenceCallback, EMACallback, RandomStreamsCallback, TimeBudgetCallback, _AccuracyCallback, _latest_checkpoint
+    DivergenceCallback, EMACallback, RandomStreamsCallback, TimeBudgetCallback, _AccuracyCallback,
+    _declare_checkpoint_format, _latest_checkpoint,
 )
 
 __all__ = ["SudokuRecipe", "train_sudoku", "evaluate_sudoku", "predict_along", "puzzle_records", "EMACallback",
@@ -327,6 +328,7 @@ def _train_sudoku(recipe: SudokuRecipe, out_dir: Path, *, resume: bool, data_pat
     finished = _finished_summary(out_dir, checkpoint, recipe)
     if finished is not None:
         return finished
+    _declare_checkpoint_format(out_dir, checkpoint)
     budget = TimeBudgetCallback(recipe.max_seconds) if recipe.max_seconds is not None else None
     collator = LoopCountCollator(low, high, seed=recipe.seed, supervise_every=recipe.supervise_every)
     streams = {"loop_counts": collator}
