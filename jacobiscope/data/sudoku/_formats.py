@@ -29,7 +29,8 @@ def _check_rows(puzzles: torch.Tensor, solutions: torch.Tensor, where) -> None:
             problem = (f"given {int(puzzles[n, i])} at {_cell(i)} disagrees with the solution's "
                        f"{int(solutions[n, i])}")
         path, line, text = where(n)
-        raise SudokuFileError(f"{text}: {problem}. Fix or drop that row, or pass validate=False.", path, line)
+        advice = "Fix or drop that row (from Python, validate=False skips this check)."
+        raise SudokuFileError(f"{text}: {problem}. {advice}", path, line)
 
 
 def _make_dataset(puzzles: torch.Tensor, solutions: torch.Tensor):
