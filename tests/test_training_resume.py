@@ -178,3 +178,38 @@ def test_a_run_that_declares_its_streams_never_resumes_from_a_checkpoint_without
     assert json.loads((tmp_path / CHECKPOINT_FORMAT_FILE).read_text())["random_streams_after_step"] == 4
     _declare_checkpoint_format(tmp_path, None)
     assert json.loads((tmp_path / CHECKPOINT_FORMAT_FILE).read_text())["random_streams_after_step"] == 0
+
+
+def test_a_finished_run_extended_to_more_steps_ends_where_one_long_run_does(tmp_path, monkeypatch):
+    """Raising ``max_steps`` of a finished run continues it exactly; its old summary is dropped as soon as training
+    goes on (a kill before the new end leaves no summary claiming the run ended), and the new summary's throughput
+    counts only the steps this process trained."""
+    from jacobiscope.recipes import _sudoku_callbacks as callbacks
+    from jacobiscope.recipes.sudoku import SudokuRecipe, train_sudoku
+
+    torch.set_num_threads(1)
+    train_sudoku(SudokuRecipe(**SHORT), tmp_path / "long", progress=False)
+    short = train_sudoku(SudokuRecipe(**dict(SHORT, max_steps=8)), tmp_path / "extended", progress=False)
+    assert short["steps"] == 8 and (tmp_path / "extended" / "train_summary.json").is_file()
+    original = callbacks.RandomStreamsCallback.on_save
+
+    def dies_at_step_12(self, args, state, control, **kwargs):
+        if state.global_step == 12:
+            raise _Killed()
+        return original(self, args, state, control, **kwargs)
+
+    monkeypatch.setattr(callbacks.RandomStreamsCallback, "on_save", dies_at_step_12)
+    with pytest.raises(_Killed):
+        train_sudoku(SudokuRecipe(**SHORT), tmp_path / "extended", progress=False)
+    monkeypatch.setattr(callbacks.RandomStreamsCallback, "on_save", original)
+    assert not (tmp_path / "extended" / "train_summary.json").exists()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        extended = train_sudoku(SudokuRecipe(**SHORT), tmp_path / "extended", progress=False)
+    assert extended["steps"] == 12 and extended["steps_this_process"] == 4
+    assert extended["resumed_from"].endswith("checkpoint-8")
+    assert extended["puzzles_per_second"] == pytest.approx(4 * SHORT["batch_size"] / extended["seconds"])
+    for folder in ("final", "final_ema"):
+        expected, got = _weights(tmp_path / "long" / folder), _weights(tmp_path / "extended" / folder)
+        worst = max(float((expected[k] - got[k]).abs().max()) for k in expected)
+        assert worst <= 1e-6, f"{folder} differs by {worst}"

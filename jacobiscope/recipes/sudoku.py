@@ -329,6 +329,8 @@ def _train_sudoku(recipe: SudokuRecipe, out_dir: Path, *, resume: bool, data_pat
     if finished is not None:
         return finished
     _declare_checkpoint_format(out_dir, checkpoint)
+    # A summary left by an earlier end (a time budget, a smaller max_steps) no longer describes a run that goes on.
+    (out_dir / "train_summary.json").unlink(missing_ok=True)
     budget = TimeBudgetCallback(recipe.max_seconds) if recipe.max_seconds is not None else None
     collator = LoopCountCollator(low, high, seed=recipe.seed, supervise_every=recipe.supervise_every)
     streams = {"loop_counts": collator}
@@ -350,9 +352,12 @@ def _train_sudoku(recipe: SudokuRecipe, out_dir: Path, *, resume: bool, data_pat
         final = copy.deepcopy(model)
         ema.swap_in(final)
         final.save_pretrained(out_dir / "final_ema")
-    summary = {"steps": result.global_step, "train_loss": result.training_loss, "seconds": time.perf_counter() - started,
-               "resumed_from": checkpoint, "best_validation_board_accuracy": accuracy.best,
-               "puzzles_per_second": result.global_step * recipe.batch_size / max(time.perf_counter() - started, 1e-9)}
+    seconds = time.perf_counter() - started
+    trained_here = result.global_step - random_streams.start_step  # a resumed run's earlier steps took no time here
+    summary = {"steps": result.global_step, "train_loss": result.training_loss, "seconds": seconds,
+               "steps_this_process": trained_here, "resumed_from": checkpoint,
+               "best_validation_board_accuracy": accuracy.best,
+               "puzzles_per_second": trained_here * recipe.batch_size / max(seconds, 1e-9)}
     if divergence.step is not None:
         summary["diverged"] = json.loads(diverged.read_text())
     atomic_write_text(out_dir / "train_summary.json", json.dumps(summary, indent=1))
