@@ -96,3 +96,26 @@ def load_script(relative_path: str):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+class NetworkAttempted(AssertionError):
+    """A test that forbids the network saw a connection attempt."""
+
+
+@pytest.fixture
+def no_network(monkeypatch):
+    """Every socket connection (and name lookup) raises `NetworkAttempted`: a test using this fixture proves its
+    code path stays offline. The attempts are recorded in the returned list (address per attempt)."""
+    import socket
+
+    attempts = []
+
+    def refuse(*args, **kwargs):
+        attempts.append(args[1:] if args and isinstance(args[0], socket.socket) else args)
+        raise NetworkAttempted(f"network access attempted: {args!r}")
+
+    monkeypatch.setattr(socket.socket, "connect", lambda self, address: refuse(self, address))
+    monkeypatch.setattr(socket.socket, "connect_ex", lambda self, address: refuse(self, address))
+    monkeypatch.setattr(socket, "create_connection", lambda *a, **k: refuse(*a))
+    monkeypatch.setattr(socket, "getaddrinfo", lambda *a, **k: refuse(*a))
+    return attempts
