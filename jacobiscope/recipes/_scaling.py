@@ -7,21 +7,65 @@
 """
 from __future__ import annotations
 
+import math
+import numbers
+from collections.abc import Mapping
+
+from .._validation import tolerance as _tolerance
+from ..errors import ArgumentError
+
 __all__ = ["loop_scaling", "scaling_section", "SCALING_TOLERANCE"]
 
 #: The issue's criterion: accuracy non-decreasing from T=16 on, within one point, odd and even T alike.
 SCALING_TOLERANCE = 0.01
 
 
-def _accuracies(per_loop: dict) -> list[tuple[int, float]]:
+def _loop_count(loops) -> int:
+    """A loop count key: an int (numpy ints too) or its decimal text, as results.json stores it; never a bool."""
+    if not isinstance(loops, bool):
+        if isinstance(loops, numbers.Integral):
+            count = int(loops)
+        elif isinstance(loops, str) and loops.strip().isdecimal():
+            count = int(loops)
+        else:
+            count = None
+        if count is not None and count >= 1:
+            return count
+    raise ArgumentError(f"loop_scaling: a loop count must be a whole number >= 1 (an int or its text such as '16'), "
+                        f"got {loops!r} — key the mapping by loop count, e.g. {{16: 0.5, 32: 0.7}}")
+
+
+def _accuracy(loops, value) -> float:
+    """A board accuracy in [0, 1]: a number, or a dict holding ``board_accuracy``; never a bool, NaN or a percent."""
+    if isinstance(value, Mapping):
+        if "board_accuracy" not in value:
+            raise ArgumentError(f"loop_scaling: the entry of loop count {loops!r} has no 'board_accuracy' (keys: "
+                                f"{sorted(map(str, value))}) — pass accuracies, or the dicts sudoku eval writes")
+        value = value["board_accuracy"]
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) \
+            or not 0.0 <= value <= 1.0:
+        raise ArgumentError(f"loop_scaling: the board accuracy at {loops!r} loops must be a finite fraction in [0, 1], "
+                            f"got {value!r} — pass fractions (0.42, not 42 percent); a missing measurement is left "
+                            "out, not written as NaN")
+    return float(value)
+
+
+def _accuracies(per_loop) -> list[tuple[int, float]]:
     """``{"16": 0.9 or {"board_accuracy": 0.9, ...}}`` as ``[(16, 0.9), ...]`` sorted by loop count."""
-    pairs = []
+    if not isinstance(per_loop, Mapping):
+        raise ArgumentError(f"loop_scaling takes a mapping of loop count -> board accuracy, got "
+                            f"{type(per_loop).__name__} — pass e.g. {{16: 0.5, 32: 0.7}}")
+    pairs = {}
     for loops, value in per_loop.items():
-        accuracy = value["board_accuracy"] if isinstance(value, dict) else value
-        pairs.append((int(loops), float(accuracy)))
+        count = _loop_count(loops)
+        if count in pairs:
+            raise ArgumentError(f"loop_scaling: loop count {count} appears twice (keys {loops!r} and another) — keep "
+                                "one accuracy per loop count")
+        pairs[count] = _accuracy(loops, value)
     if not pairs:
-        raise ValueError("loop_scaling needs accuracies at one loop count at least, got an empty mapping")
-    return sorted(pairs)
+        raise ArgumentError("loop_scaling needs accuracies at one loop count at least, got an empty mapping — pass "
+                            "e.g. {16: 0.5, 32: 0.7}")
+    return sorted(pairs.items())
 
 
 def loop_scaling(per_loop: dict, *, tolerance: float = SCALING_TOLERANCE) -> dict:
@@ -50,6 +94,7 @@ def loop_scaling(per_loop: dict, *, tolerance: float = SCALING_TOLERANCE) -> dic
         ``parity_loops`` (the pair ``(T, T + 1)``), and ``keeps_scaling``: True when the largest drop is at most
         ``tolerance`` (None when no loop count has any accuracy: there is no scaling to keep).
     """
+    tolerance = _tolerance(tolerance, "tolerance", allow_none=False)
     pairs = _accuracies(per_loop)
     best_so_far, largest_drop, drop_loops = pairs[0][1], 0.0, None
     for loops, accuracy in pairs[1:]:

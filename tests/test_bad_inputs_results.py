@@ -1,0 +1,59 @@
+"""Bad inputs to the functions that read results (`loop_scaling`, `point_biserial`, `solved_from_sudoku_eval`):
+each refused with jacobiscope's own error naming the problem and the fix — never a verdict computed from a NaN, a
+percent read as a fraction, ``"no"`` read as solved, or a JSON parser's traceback.
+"""
+import json
+
+import pytest
+import torch
+
+import jacobiscope
+from jacobiscope._per_example import point_biserial, solved_from_sudoku_eval
+from jacobiscope.errors import ArgumentError, MemoryBudgetError
+
+silent = pytest.mark.guards("silent")
+internal = pytest.mark.guards("internal")
+hang = pytest.mark.guards("hang")
+
+SCALING = [
+    pytest.param({16: float("nan"), 32: 0.5}, "finite fraction in [0, 1], got nan", id="nan-accuracy", marks=silent),
+    pytest.param({16: 42.0, 32: 0.5}, "not 42 percent", id="a-percent-not-a-fraction", marks=silent),
+    pytest.param({16: -0.2, 32: 0.5}, "got -0.2", id="negative-accuracy", marks=silent),
+    pytest.param({16: True, 32: 0.2}, "got True", id="bool-accuracy", marks=silent),
+    pytest.param({16: "x"}, "got 'x'", id="text-accuracy", marks=internal),
+    pytest.param({16: None, 32: 0.5}, "got None", id="none-accuracy", marks=internal),
+    pytest.param({"abc": 0.5}, "got 'abc'", id="key-not-a-count", marks=internal),
+    pytest.param({0: 0.1, 16: 0.2}, "got 0", id="zero-loops", marks=silent),
+    pytest.param({16.5: 0.1, 32: 0.2}, "got 16.5", id="fractional-loops", marks=silent),
+    pytest.param({16: 0.1, "16": 0.2}, "appears twice", id="same-count-as-int-and-text", marks=silent),
+    pytest.param({16: {"acc": 0.2}}, "no 'board_accuracy'", id="dict-without-board-accuracy", marks=internal),
+    pytest.param([0.1, 0.2], "mapping of loop count", id="a-list", marks=internal),
+    pytest.param({}, "empty mapping", id="empty", marks=internal),
+]
+
+
+@pytest.mark.parametrize("per_loop, fragment", SCALING)
+def test_loop_scaling_refuses_what_is_no_accuracy_table(per_loop, fragment):
+    with pytest.raises(ArgumentError) as caught:
+        jacobiscope.loop_scaling(per_loop)
+    message = str(caught.value)
+    assert fragment in message and " — " in message, message
+
+
+@pytest.mark.parametrize("tolerance", [pytest.param(float("nan"), id="nan"), pytest.param(-0.01, id="negative"),
+                                       pytest.param(None, id="none"), pytest.param("0.01", id="text")])
+@pytest.mark.guards("silent")
+def test_loop_scaling_tolerance_is_a_finite_non_negative_number(tolerance):
+    with pytest.raises(ArgumentError, match=r"tolerance must be a finite number >= 0"):
+        jacobiscope.loop_scaling({16: 0.2, 32: 0.5}, tolerance=tolerance)
+
+
+@pytest.mark.guards("silent")
+def test_loop_scaling_reads_results_json_entries_and_text_keys_alike():
+    """The checks keep every legal shape: text keys and sudoku-eval dicts give the verdict of plain numbers."""
+    plain = jacobiscope.loop_scaling({16: 0.5, 17: 0.52, 32: 0.7, 64: 0.68})
+    stored = jacobiscope.loop_scaling({"16": {"board_accuracy": 0.5}, "17": {"board_accuracy": 0.52},
+                                       "32": {"board_accuracy": 0.7}, "64": {"board_accuracy": 0.68}})
+    assert plain == stored
+    assert plain["largest_drop"] == pytest.approx(0.02) and plain["drop_loops"] == 64
+    assert plain["keeps_scaling"] is False and plain["parity_gap"] == pytest.approx(0.02)
