@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 import numbers
 import operator
-import os
 import platform
 import time
 import warnings
@@ -17,14 +16,14 @@ from torch import nn
 from .adapters.inputs import prepare_inputs
 from .adapters.looped import block_index, build_maps, prepare_model, unwrap_model
 from .adapters.spec import find_blocks
-from .errors import ArgumentError, MemoryBudgetError, SlowDerivativesWarning
+from .errors import ArgumentError, SlowDerivativesWarning
 from ._progress import progress_bar
 from ._resources import public_name
 from .diagnostics import measure
 from .diagnostics._base import resolve
 from .linalg._reverse_products import uses_reverse_products
 from .report import LayerResult, Report
-from ._validation import nonnegative_int, positive_int
+from ._validation import as_int, clamped_count, nonnegative_int, within_budget
 
 __all__ = ["analyze", "describe", "DIAGNOSTICS", "LayerPlan"]
 
@@ -123,8 +122,12 @@ def _setup(model, mode, layers, recurrence, eta=None) -> _Setup:
                             f"pass {loaded}")
     native = _has_native_loop(model)
     recurrences = list_recurrences(model) if not native else []
-    if mode is not None and mode not in _MODES:
-        raise ArgumentError(f"mode must be 'block', 'attention' or 'loop', got {mode!r} — pass one of them (or None)")
+    if mode is not None and (not isinstance(mode, str) or mode not in _MODES):
+        from ._validation import did_you_mean
+
+        hint = did_you_mean(mode, _MODES) if isinstance(mode, str) else ""
+        raise ArgumentError(f"mode must be 'block', 'attention' or 'loop', got {mode!r}{hint} — pass one of them (or "
+                            "None)")
     if mode is None:
         mode = "loop" if (native or recurrences) else "block"
     if mode == "loop" and not (native or recurrences):
@@ -140,6 +143,14 @@ def _setup(model, mode, layers, recurrence, eta=None) -> _Setup:
         if native and recurrence != "loop":
             raise ArgumentError(f"{type(model).__name__} has one recurrence, its loop_map ('loop'): recurrence="
                                 f"{recurrence!r} does not exist — drop recurrence")
+        if mode == "loop" and not native and recurrence not in recurrences:
+            # Named now, before the inputs are prepared or the model runs: a typo gets its closest name.
+            from ._validation import did_you_mean
+            from .adapters.spec import AdapterError
+
+            raise AdapterError(f"{type(model).__name__} has no recurrence {recurrence!r}"
+                               f"{did_you_mean(recurrence, recurrences)} — it offers {', '.join(recurrences)} (pass "
+                               "one of them, or recurrence=None for the first)")
         if mode != "loop" and not native:
             offered = ", ".join(recurrences) if recurrences else "none"
             raise ArgumentError(f"recurrence={recurrence!r} chooses a looped model's recurrence in mode='loop', but "
@@ -178,19 +189,28 @@ def _is_index(value) -> bool:
 
 
 def _check_options(k, eigen_k, spectral_samples, loops, seed=0, eigen_restarts=0, dtype=None, device=None,
-                   input_labels=None):
+                   input_labels=None, progress=None):
     """The numeric settings, before any forward: a wrong one fails now, not after minutes of measuring."""
-    positive_int(loops, "loops")
-    positive_int(k, "k")
-    positive_int(eigen_k, "eigen_k")
-    positive_int(spectral_samples, "spectral_samples")
+    # Each size a user controls against its budget (`jacobiscope._validation.BUDGETS`): loops=10**9 is refused
+    # here, before the model runs, not after hours of looping.
+    within_budget(loops, "loops", state_bytes=4)  # the state size is not known yet: one float32 value per state
+    within_budget(k, "k", unit="tangent vectors")
+    within_budget(eigen_k, "eigen_k", unit="eigenvalues")
+    within_budget(spectral_samples, "spectral_samples", unit="samples")
     nonnegative_int(eigen_restarts, "eigen_restarts")
+    if eigen_restarts > 10_000:
+        raise ArgumentError(f"eigen_restarts={eigen_restarts} is over the budget of 10000 Arnoldi restarts (each "
+                            "one a basis of jvps) — pass e.g. eigen_restarts=4 (the default)")
     nonnegative_int(seed, "seed")
     if dtype is not None and not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
         raise ArgumentError(f"dtype must be a floating torch dtype, got {dtype!r} — pass torch.float32 or "
                             "torch.float64 (or None for the model's own)")
     if device is not None:
         _check_device(device)
+    if progress is not None and not isinstance(progress, bool):
+        # progress="no" is truthy: the bar would show for the very call that asked for none
+        raise ArgumentError(f"progress must be None (a bar after 2 s), True or False, got {progress!r} — pass "
+                            "progress=False for no bar")
     if input_labels is not None and (isinstance(input_labels, str) or not hasattr(input_labels, "__len__")):
         raise ArgumentError(f"input_labels must be a list of names (one per input), got {type(input_labels).__name__} "
                             f"{input_labels!r:.40} — pass e.g. [{input_labels!r:.40}]")
@@ -342,7 +362,10 @@ def analyze(
     gathered on every process (torch.func runs on the unwrapped model).
     """
     diagnostics = _resolve_diagnostics(diagnostics)
-    _check_options(k, eigen_k, spectral_samples, loops, seed, eigen_restarts, dtype, device, input_labels)
+    _check_options(k, eigen_k, spectral_samples, loops, seed, eigen_restarts, dtype, device, input_labels, progress)
+    # Plain ints from here on (numpy integers are accepted, and would not serialize into the report).
+    loops, k, eigen_k, spectral_samples = as_int(loops), as_int(k), as_int(eigen_k), as_int(spectral_samples)
+    eigen_restarts, seed = as_int(eigen_restarts), as_int(seed)
     setup = _setup(model, mode, layers, recurrence, eta)
     model, mode, native, recurrences, recurrent = setup.model, setup.mode, setup.native, setup.recurrences, setup.recurrent
     # The blocks (and the layer indices) are checked before the inputs: a bare module or a bad index is named
@@ -351,6 +374,7 @@ def analyze(
     prepared = prepare_model(model)
     notes = setup.notes + list(prepared.notes)
     rows: list[LayerResult] = []
+    used_k: list[int] = []  # the k each row ran with (clamped to its state size, said in the notes)
     started = time.perf_counter()
     try:
         if native:
@@ -380,10 +404,13 @@ def analyze(
             for looped in maps:
                 if device is not None:
                     looped = looped.to(device=device)
+                used = _clamped_sizes(looped, loops, k, eigen_k, spectral_samples, notes)
+                used_k.append(used[0])
                 with warnings.catch_warnings():  # the report's notes say it, once, instead
                     warnings.simplefilter("ignore", SlowDerivativesWarning)
-                    rows.append(_measure(looped, global_index, example.labels[0], mode, loops, diagnostics, k,
-                                         eigen_k, eigen_restarts, spectral_samples, seed))
+                    rows.append(_measure(looped, global_index, example.labels[0], mode, loops, diagnostics, *used[:2],
+                                         eigen_restarts, used[2], seed))
+                rows[-1].flags.extend(flag for flag in example_flags(example) if flag not in rows[-1].flags)
                 if uses_reverse_products(looped) and _REVERSE_NOTE not in notes:
                     notes.append(_REVERSE_NOTE)
                 if callable(outcome):
@@ -405,9 +432,33 @@ def analyze(
         adapter = f"native recurrence {recurrence or recurrences[0]!r}"
     else:
         adapter = None
-    provenance = _provenance(model, rows, adapter, mode, eta, native, loops, k, diagnostics, dtype, device, seed,
+    k_used = max(used_k) if used_k else k
+    provenance = _provenance(model, rows, adapter, mode, eta, native, loops, k_used, diagnostics, dtype, device, seed,
                              len(examples), time.perf_counter() - started)
+    if k_used != k:
+        provenance["k_requested"] = k  # "k" is what ran: the state had fewer entries than the k asked for
     return Report(rows=rows, provenance=provenance, notes=notes)
+
+
+def _clamped_sizes(looped, loops: int, k: int, eigen_k: int, spectral_samples: int, notes: list) -> tuple:
+    """k, eigen_k and spectral_samples as they can run on this map: at most the state size ``D`` (a D-dimensional
+    map has D exponents and D eigenvalues) and the ``loops + 1`` states — each clamp said (a warning and a note),
+    never silent."""
+    x0 = looped.x0
+    size = int((x0[0] if looped.batch_dims == 1 else x0).numel())
+    why = f"the state has D={size} entries (a D-dimensional map has D exponents)"
+    k = clamped_count(k, size, "k", why, notes=notes, stacklevel=4)
+    eigen_k = clamped_count(eigen_k, size, "eigen_k", f"the Jacobian has D={size} eigenvalues", notes=notes,
+                            stacklevel=4)
+    spectral_samples = clamped_count(spectral_samples, loops + 1, "spectral_samples",
+                                     f"the trajectory has {loops + 1} states (loops={loops})", notes=notes,
+                                     stacklevel=4)
+    return k, eigen_k, spectral_samples
+
+
+def example_flags(example) -> list:
+    """The flags an input carries into each of its rows (text truncated by max_length, ...)."""
+    return list(getattr(example, "flags", None) or [])
 
 
 def _provenance(model, rows, adapter, mode, eta, native, loops, k, diagnostics, dtype, device, seed, inputs,
@@ -478,20 +529,11 @@ def _unmeasured_row(looped, input_index, label, mode, loops) -> LayerResult:
 def _check_trajectory_memory(looped, loops: int, label: str) -> None:
     """The diagnostics keep every state of the trajectory: refuse ``loops`` whose states cannot fit in memory
     (``loops=10**9`` would otherwise run for hours and then die in the allocator)."""
+    from .maps import check_trajectory_memory
+
     x0 = looped.x0
-    per_state = x0[0].numel() if looped.batch_dims == 1 else x0.numel()
-    needed = (loops + 1) * per_state * x0.element_size()
-    try:
-        if x0.device.type == "cuda":
-            budget = torch.cuda.mem_get_info(x0.device)[0]
-        else:
-            budget = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError, RuntimeError):  # pragma: no cover - unknown platform: no check
-        return
-    if needed > budget:
-        raise MemoryBudgetError(f"loops={loops} keeps {loops + 1} states of {per_state} values ({needed / 1e9:.3g} GB) "
-                                f"for {label!r}, more than the {budget / 1e9:.3g} GB of memory on {x0.device.type} — "
-                                "lower loops", needed, budget)
+    state = x0[0] if looped.batch_dims == 1 else x0
+    check_trajectory_memory(state, loops + 1, f"loops={loops} run for {label!r}", "lower loops")
 
 
 def _shard(examples):

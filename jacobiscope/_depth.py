@@ -18,11 +18,13 @@ direction ``v`` on one input token — how far a nudge to that token travels. Th
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field
 
 import torch
 
-from ._validation import positive_int
+from .errors import ArgumentError, NonFiniteWarning
+from ._validation import clamped_count, floating_dtype, nonnegative_int, positive_int, seed_int, within_budget
 
 __all__ = ["DepthDynamics", "depth_dynamics"]
 
@@ -44,9 +46,13 @@ class DepthDynamics:
     layers: list = field(default_factory=list)
     exponents: list = field(default_factory=list)
     token_gain: list = field(default_factory=list)
+    #: what a reader must know before trusting the numbers: a non-finite norm or exponent (which layer), a text
+    #: truncated to max_length, k clamped to the state size. Empty when every number is a measurement.
+    flags: list = field(default_factory=list)
 
     def to_dict(self) -> dict:
-        return {"label": self.label, "layers": self.layers, "exponents": self.exponents, "token_gain": self.token_gain}
+        return {"label": self.label, "layers": self.layers, "exponents": self.exponents, "token_gain": self.token_gain,
+                "flags": list(self.flags)}
 
 
 def depth_dynamics(model, inputs, *, k: int = 4, tokenizer=None, max_length: int | None = 512, seed: int = 0,
@@ -64,15 +70,33 @@ def depth_dynamics(model, inputs, *, k: int = 4, tokenizer=None, max_length: int
     from .adapters.looped import build_maps, prepare_model
     from .adapters.spec import find_blocks
 
-    positive_int(k, "k")
+    # Every option before the model runs (a bad one used to surface after the forward, or never: token_limit=-1
+    # gave no gains without a word).
+    k = within_budget(k, "k", unit="tangent vectors")
+    seed = seed_int(seed)
+    floating_dtype(dtype, "dtype")
+    token_limit = nonnegative_int(token_limit, "token_limit")
+    if max_length is not None:
+        max_length = positive_int(max_length, "max_length")
+    if tokenizer is not None and not callable(tokenizer):
+        raise ArgumentError(f"tokenizer must be a tokenizer object, got {type(tokenizer).__name__} {tokenizer!r:.60} "
+                            "— pass AutoTokenizer.from_pretrained(<the model's folder>), or None for the model's own")
+    from .adapters.looped import unwrap_model
+
+    model, _ = unwrap_model(model)
+    if not isinstance(model, torch.nn.Module):
+        raise ArgumentError(f"model must be a torch nn.Module (a transformers model), got {type(model).__name__} — "
+                            "pass transformers.AutoModel.from_pretrained(...)")
+    _, blocks, _ = find_blocks(model)  # a model without blocks is named before any input is prepared
     prepared = prepare_model(model)
     try:
         examples = prepare_inputs(model, inputs, tokenizer, max_length=max_length).examples()
-        _, blocks, _ = find_blocks(model)
         results = []
         for example in examples:
             maps = build_maps(prepared, example, list(range(len(blocks))), "block", None, dtype)
-            results.append(_measure_depth(maps, str(example.labels[0]), k, seed, token_limit))
+            depth = _measure_depth(maps, str(example.labels[0]), k, seed, token_limit)
+            depth.flags[:0] = list(getattr(example, "flags", None) or [])
+            results.append(depth)
     finally:
         prepared.restore()
     return results
@@ -83,24 +107,65 @@ def _measure_depth(maps, label: str, k: int, seed: int, token_limit: int) -> Dep
     from .linalg.svd import spectral_norm
 
     x = maps[0].x0
-    count = min(k, x[0].numel())
+    flags = []
+    count = clamped_count(k, x[0].numel(), "k", f"the state has D={x[0].numel()} entries", notes=flags, stacklevel=4)
     generator = torch.Generator().manual_seed(seed)
     frame, _ = torch.linalg.qr(torch.randn(x[0].numel(), count, generator=generator, dtype=torch.float64))
     frame = frame.T.to(x.dtype).reshape(count, *x.shape)
     layers, total = [], torch.zeros(count, dtype=torch.float64)
     for looped in maps:
         state = looped.x0
+        layer = int(looped.meta.get("layer", len(layers)))
+        if not bool(torch.isfinite(state).all()):
+            # An earlier layer overflowed: this one cannot be measured, nor the chain through it (NaN, flagged).
+            bad = int((~torch.isfinite(state)).sum())
+            flags.append(f"the state entering layer {layer} is not finite ({bad} NaN/Inf entries): an earlier layer "
+                         "overflowed — its numbers and the exponents are NaN; compute in float64 "
+                         "(dtype=torch.float64) or check the weights")
+            layers.append({"layer": layer, "spectral_norm": math.nan, "log_stretch": [math.nan] * count})
+            total += math.nan
+            continue
         with torch.no_grad():  # jvps need no graph for the weights
             pushed = jacobian_matmat(looped.detached(), state, frame).reshape(count, -1)
         q, r = torch.linalg.qr(pushed.T.to(torch.float64))
         stretch = r.diagonal().abs().clamp_min(1e-300).log()
         total += stretch
         frame = (q * torch.sign(r.diagonal())).T.to(x.dtype).reshape(count, *state.shape)
-        sigma = float(spectral_norm(looped, state, tol=1e-3, seed=seed).value.reshape(-1)[0])
-        layers.append({"layer": int(looped.meta.get("layer", len(layers))), "spectral_norm": sigma,
-                       "log_stretch": stretch.tolist()})
-    gains = _token_gains(maps, generator, token_limit)
-    return DepthDynamics(label=label, layers=layers, exponents=(total / len(maps)).tolist(), token_gain=gains)
+        if not bool(torch.isfinite(frame).all()):
+            frame = torch.nan_to_num(frame, nan=0.0, posinf=0.0, neginf=0.0)  # the NaN is in total, flagged
+        with warnings.catch_warnings():  # a NaN Jacobian is flagged below, with its layer
+            warnings.simplefilter("ignore", NonFiniteWarning)
+            sigma = float(spectral_norm(looped, state, tol=1e-3, seed=seed).value.reshape(-1)[0])
+        layers.append({"layer": layer, "spectral_norm": sigma, "log_stretch": stretch.tolist()})
+    finite_chain = all(bool(torch.isfinite(looped.x0).all()) for looped in maps)
+    gains = _token_gains(maps, generator, token_limit) if token_limit and finite_chain else (
+        [math.nan] * min(x.shape[1], token_limit) if token_limit and x.dim() >= 3 else [])
+    exponents = (total / len(maps)).tolist()
+    flags += _nonfinite_flags(layers, exponents, gains)
+    return DepthDynamics(label=label, layers=layers, exponents=exponents, token_gain=gains, flags=flags)
+
+
+def _nonfinite_flags(layers: list, exponents: list, gains: list) -> list[str]:
+    """One flag per kind of non-finite number, naming where: a NaN/Inf is not a measurement, and a reader of the
+    numbers alone would take ``inf`` for "very expanding"."""
+    flags = []
+    norms = [entry["layer"] for entry in layers if not math.isfinite(entry["spectral_norm"])]
+    if norms:
+        flags.append(f"spectral_norm NaN/Inf at layer(s) {norms} — not a measurement: the layer overflowed; compute "
+                     "in float64 (dtype=torch.float64) or check the weights")
+    stretched = [entry["layer"] for entry in layers if not all(math.isfinite(v) for v in entry["log_stretch"])]
+    if stretched:
+        flags.append(f"log_stretch NaN/Inf at layer(s) {stretched} — the tangent frame overflowed or collapsed there; "
+                     "compute in float64 (dtype=torch.float64) or check the weights")
+    bad = [index for index, value in enumerate(exponents) if not math.isfinite(value)]
+    if bad:
+        flags.append(f"exponents NaN/Inf at index(es) {bad} — not measurements (see the layer flags); compute in "
+                     "float64 (dtype=torch.float64)")
+    if any(not math.isfinite(value) for value in gains):
+        flags.append("token_gain NaN at token(s) "
+                     f"{[i for i, value in enumerate(gains) if not math.isfinite(value)]} — the chain of Jacobians "
+                     "overflowed; compute in float64 (dtype=torch.float64)")
+    return flags
 
 
 def _token_gains(maps, generator, token_limit: int) -> list[float]:

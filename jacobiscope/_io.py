@@ -19,8 +19,9 @@ from pathlib import Path
 
 from .errors import JacobiscopeError
 
-__all__ = ["atomic_write_text", "atomic_write_bytes", "check_file_path", "PathError", "NotAFileError",
-           "MissingFileError", "NoPermissionError", "NotAFolderError"]
+__all__ = ["atomic_write_text", "atomic_write_bytes", "check_file_path", "refuse_output_inside_inputs",
+           "path_relation", "PathError", "NotAFileError", "MissingFileError", "NoPermissionError", "NotAFolderError",
+           "NotARegularFileError", "OutputInsideInputError"]
 
 # Room left in a file name for the temp prefix/suffix (NAME_MAX is 255 bytes on common file systems).
 _MAX_TEMP_STEM = 200
@@ -53,6 +54,16 @@ class NoPermissionError(PathError, PermissionError):
 
 class NotAFolderError(PathError, NotADirectoryError):
     """A file stands where the path needs a folder."""
+
+
+class NotARegularFileError(PathError):
+    """The path names a FIFO, a socket or a block device: a file written there would hang (a FIFO without a
+    reader), fail, or overwrite a disk. Nothing is written."""
+
+
+class OutputInsideInputError(PathError, ValueError):
+    """An output path is, or lies inside, an input of the same command (or a folder output that is replaced holds
+    an input): writing it would destroy what the command reads. Refused before anything runs."""
 
 
 _KINDS = {errno.EISDIR: NotAFileError, errno.ENOENT: MissingFileError, errno.EACCES: NoPermissionError,
@@ -117,6 +128,7 @@ def _check_target(target: Path, shown: str, what: str) -> Path:
     if target.is_dir():
         raise path_error(errno.EISDIR, f"{what}: {shown!r} is a folder, not a file — pass a file path inside it, "
                                        f"e.g. {str(target / 'report')!r}")
+    _check_kind(target, shown, what)
     ancestor = target.parent
     while not ancestor.exists() and ancestor != ancestor.parent:
         ancestor = ancestor.parent
@@ -130,6 +142,114 @@ def _check_target(target: Path, shown: str, what: str) -> Path:
     return target
 
 
+def _check_kind(target: Path, shown: str, what: str) -> None:
+    """Refuse what is not a regular file (nor missing, nor a character device): a FIFO (a write blocks until a
+    reader comes: a hang), a socket (cannot be opened), a block device (a report would overwrite a disk), a symlink
+    loop. Symlinks are followed: the link stays, its target gets the bytes."""
+    try:
+        mode = os.stat(target).st_mode
+    except FileNotFoundError:
+        return  # a new file (or a dangling link: its target is created)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise path_error(errno.ELOOP, f"{what}: {shown!r} is a symbolic link that loops back on itself — "
+                                          "remove the link or pass another file path") from None
+        return  # a file where a folder must be, a name too long: the checks that follow name it
+    if stat.S_ISREG(mode) or stat.S_ISCHR(mode) or stat.S_ISDIR(mode):
+        return
+    kind = ("a FIFO (named pipe): writing would block until a reader opens it" if stat.S_ISFIFO(mode) else
+            "a socket, which cannot be written as a file" if stat.S_ISSOCK(mode) else
+            "a block device: writing would overwrite the disk" if stat.S_ISBLK(mode) else "not a regular file")
+    link = f" (a link to {os.path.realpath(target)!r})" if target.is_symlink() else ""
+    raise _special(shown, link, kind, what)
+
+
+def _special(shown: str, link: str, kind: str, what: str) -> PathError:
+    error = NotARegularFileError(f"{what}: {shown!r}{link} is {kind} — nothing was written; pass the path of a "
+                                 "regular file, e.g. 'report.json'")
+    error.errno = errno.EINVAL
+    error.strerror = os.strerror(errno.EINVAL)
+    return error
+
+
+def path_relation(path, other) -> str | None:
+    """How ``path`` stands to ``other`` once both are resolved (``~``, relative parts, symlinks; hard links are the
+    same file): ``"same"``, ``"inside"`` (``path`` lies inside the folder ``other``), ``"holds"`` (``other`` lies
+    inside ``path``) or None.
+
+    Example::
+
+        >>> from jacobiscope._io import path_relation
+        >>> path_relation("runs/a/report.json", "runs/a"), path_relation("runs", "runs/a/x.csv"), path_relation("a", "b")
+        ('inside', 'holds', None)
+    """
+    first = Path(os.fspath(path)).expanduser()
+    second = Path(os.fspath(other)).expanduser()
+    try:
+        if first.exists() and second.exists() and os.path.samefile(first, second):
+            return "same"
+    except OSError:
+        pass
+    try:
+        first, second = first.resolve(), second.resolve()
+    except (OSError, RuntimeError):  # a symlink loop: compare the paths as written
+        first, second = Path(os.path.abspath(first)), Path(os.path.abspath(second))
+    if first == second:
+        return "same"
+    if second in first.parents:
+        return "inside"
+    if first in second.parents:
+        return "holds"
+    return None
+
+
+def refuse_output_inside_inputs(outputs: dict, inputs: dict, *, replaced=()) -> None:
+    """Refuse, before anything runs, an output that is, or lies inside, an input of the same command.
+
+    Example::
+
+        >>> from jacobiscope._io import refuse_output_inside_inputs
+        >>> refuse_output_inside_inputs({"--json": "model/eval.json"}, {"the model folder": "model"})
+        Traceback (most recent call last):
+        ...
+        jacobiscope._io.OutputInsideInputError: --json 'model/eval.json' lies inside the model folder 'model', an input of this command: writing it would change what the command reads — write it outside the inputs, e.g. --json eval.json
+
+    Arguments:
+        outputs: ``{label: path}`` of what the command writes (label as the user knows it, e.g. ``"--json"``);
+            None values are skipped.
+        inputs: ``{description: path}`` of what it reads (``"the model folder"``, ``"the split 'a.csv'"``).
+        replaced: labels of folder outputs that are replaced as a whole: for them an input lying inside the output
+            is refused as well (replacing the folder would delete that input).
+
+    Paths are compared resolved (``~``, ``..``, relative to the working directory, symlinks followed, hard links
+    recognized), so no spelling of the same place slips through. Raises `OutputInsideInputError` (a `PathError`
+    and a ValueError) naming both paths and the fix.
+    """
+    for label, output in outputs.items():
+        if output is None:
+            continue
+        for what, source in inputs.items():
+            if source is None:
+                continue
+            relation = path_relation(output, source)
+            if relation == "holds" and label not in replaced:
+                relation = None
+            if relation is None:
+                continue
+            shown, name = str(output), Path(os.fspath(output)).name or "output"
+            verb = {"same": "is", "inside": "lies inside", "holds": "holds"}[relation]
+            damage = ("replacing it would delete that input" if relation == "holds"
+                      else "writing it would change what the command reads")
+            error = OutputInsideInputError(f"{label} {shown!r} {verb} {what} {str(source)!r}, an input of this "
+                                           f"command: {damage} — write it outside the inputs, e.g. {label} {name}"
+                                           if relation != "holds" else
+                                           f"{label} {shown!r} {verb} {what} {str(source)!r}, an input of this "
+                                           f"command: {damage} — choose a new folder, e.g. {label} {name}-out")
+            error.errno = errno.EINVAL
+            error.strerror = os.strerror(errno.EINVAL)
+            raise error
+
+
 def _write_failure(error: OSError, path, what: str) -> PathError:
     """The `PathError` for an OSError met while writing ``path``."""
     shown = os.fspath(path)
@@ -140,6 +260,9 @@ def _write_failure(error: OSError, path, what: str) -> PathError:
         reason = f"no permission to write in {str(Path(shown).parent) or '.'!r}"
     elif code == errno.EROFS:
         fix = "the file system is read-only: choose a folder on a writable disk"
+    elif code == errno.ENOSPC and _is_device(shown):
+        reason = "the device is full (no space left)"
+        fix = "the disk or device is full: pass the path of a regular file on a disk with free space"
     elif code in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC), errno.EFBIG):
         fix = "free some disk space (or raise the file size limit) and write it again; the old file, if any, is intact"
     elif code == errno.ENAMETOOLONG:
@@ -169,6 +292,12 @@ def atomic_write_bytes(path, data, *, what: str = "atomic_write_bytes") -> Path:
     directories are created. A file that already existed keeps its permission bits; a new one gets the
     usual ``0o666 & ~umask``.
 
+    Only regular files are replaced. A symlink is written through: the link stays a link and its target gets the
+    new bytes (atomically, the temp file beside the target). A character device (``/dev/null``, a terminal) is
+    written in place, never replaced by a file; a full one (``/dev/full``) raises the disk-full `PathError`. A
+    FIFO, a socket, a block device or a symlink loop is refused with `NotARegularFileError` before anything is
+    written.
+
     A path that cannot be written (a folder, a file where a folder must be, no permission, a read-only or full
     disk, a name too long) raises `PathError` naming the path, the reason and the fix; ``what`` names the caller
     in that message (e.g. ``"Report.to_json"``).
@@ -178,6 +307,12 @@ def atomic_write_bytes(path, data, *, what: str = "atomic_write_bytes") -> Path:
         raise TypeError(f"atomic_write_bytes expected bytes, got {type(data).__name__}{hint}")
     given = path
     path = check_file_path(path, what)
+    # A symlink is written through: the link stays, its target gets the new bytes (atomically, beside the target).
+    if path.is_symlink():
+        path = Path(os.path.realpath(path))
+        check_file_path(path, what)
+    if _is_device(path):
+        return _write_device(path, bytes(data), given, what)
     parent = path.parent
     try:
         parent.mkdir(parents=True, exist_ok=True)
@@ -195,6 +330,7 @@ def atomic_write_bytes(path, data, *, what: str = "atomic_write_bytes") -> Path:
             os.fsync(handle.fileno())
         if mode is not None:
             os.chmod(temp, mode)
+        _check_kind(path, os.fspath(given), what)  # a FIFO made while we wrote is still never replaced
         os.replace(temp, path)
     except BaseException as error:
         try:
@@ -205,7 +341,37 @@ def atomic_write_bytes(path, data, *, what: str = "atomic_write_bytes") -> Path:
             raise _write_failure(error, given, what) from error
         raise
     _fsync_directory(parent)
-    return path
+    return Path(os.fspath(given)).expanduser()
+
+
+def _is_device(path) -> bool:
+    """A character device (``/dev/null``, ``/dev/full``, a terminal): written in place, never replaced by a file."""
+    try:
+        return stat.S_ISCHR(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
+def _write_device(path: Path, data: bytes, given, what: str) -> Path:
+    """Write into a character device as it is (no temp file, no rename: the node itself is never replaced); a full
+    device (``/dev/full``) raises the disk-full `PathError`."""
+    try:
+        fd = os.open(path, os.O_WRONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError as error:
+        raise _write_failure(error, given, what) from error
+    try:
+        with os.fdopen(fd, "wb", buffering=0) as handle:
+            view = memoryview(data)
+            while view:
+                written = handle.write(view)
+                if not written:
+                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+                view = view[written:]
+    except BlockingIOError as error:
+        raise _write_failure(OSError(errno.EAGAIN, "the device would block"), given, what) from error
+    except OSError as error:
+        raise _write_failure(error, given, what) from error
+    return Path(os.fspath(given)).expanduser()
 
 
 def atomic_write_text(path, text: str, encoding: str = "utf-8", errors: str = "strict", *,

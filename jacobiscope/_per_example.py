@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 
 from .errors import ArgumentError
-from ._validation import positive_int, seed_int
+from ._validation import did_you_mean, seed_int, within_budget
 
 __all__ = ["per_example", "per_example_from_report", "solved_from_sudoku_eval", "point_biserial", "PerExample",
            "ExampleRow", "CorrelationSummary"]
@@ -343,13 +343,14 @@ def _float(value) -> float:
 
 
 def _check_statistic(statistic) -> None:
-    if statistic not in STATISTICS:
-        raise ArgumentError(f"statistic must be one of {list(STATISTICS)}, got {statistic!r} — pass e.g. "
+    if not isinstance(statistic, str) or statistic not in STATISTICS:
+        raise ArgumentError(f"statistic must be one of {list(STATISTICS)}, got {statistic!r}"
+                            f"{did_you_mean(statistic, STATISTICS) if isinstance(statistic, str) else ''} — pass e.g. "
                             "statistic='lambda_max'")
 
 
 def _check_resamples(resamples, seed) -> None:
-    positive_int(resamples, "resamples")
+    within_budget(resamples, "resamples", unit="resamples")  # resamples=10**9 would bootstrap for hours
     seed_int(seed, "bootstrap_seed")
 
 

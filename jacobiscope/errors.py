@@ -45,6 +45,12 @@ class MemoryBudgetError(JacobiscopeError, MemoryError):
         self.budget_bytes = budget_bytes
 
 
+class BudgetError(ArgumentError, MemoryBudgetError):
+    """A size over its budget where every unit also keeps a state in memory (``loops``: the diagnostics keep the
+    whole trajectory): refused before any work starts. Both an `ArgumentError` (a value out of range) and a
+    `MemoryBudgetError` (``required_bytes`` is a lower bound)."""
+
+
 class FolderBusyError(JacobiscopeError, RuntimeError):
     """Another live process holds a folder's lock (``pid``, ``host``): two writers (two trainings of one run
     folder) would corrupt its files."""

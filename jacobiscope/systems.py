@@ -11,7 +11,36 @@ import math
 import torch
 from torch import nn
 
+from .errors import ArgumentError
 from .maps import LoopedMap
+from ._validation import _is_int, as_int, floating_dtype, positive_int, seed_int
+
+#: The largest state a ready-made system builds (tokens x dim x batch entries): beyond it the constructor would
+#: allocate for minutes or fail in the allocator.
+MAX_ENTRIES = 50_000_000
+
+
+def _real(value, name: str, example, *, positive: bool = False) -> float:
+    """A finite real parameter (a NaN or Inf one would give a trajectory of NaN from loop 1, warned as a divergence
+    of the map instead of the typo it is)."""
+    import numbers
+
+    ok = (not isinstance(value, bool) and isinstance(value, numbers.Real) and math.isfinite(value)
+          and (value > 0 if positive else True))
+    if not ok:
+        kind = "a finite number > 0" if positive else "a finite number"
+        raise ArgumentError(f"{name} must be {kind}, got {value!r} — pass e.g. {name}={example}")
+    return float(value)
+
+
+def _batch(batch, per_trajectory: int):
+    if batch is None:
+        return None
+    batch = positive_int(batch, "batch")
+    if batch * per_trajectory > MAX_ENTRIES:
+        raise ArgumentError(f"batch={batch} would build {batch * per_trajectory} state entries, over the budget of "
+                            f"{MAX_ENTRIES} — pass a smaller batch")
+    return batch
 
 __all__ = ["logistic_map", "henon_map", "linear_map", "self_attention_map", "LoopedSelfAttention"]
 
@@ -58,6 +87,8 @@ def logistic_map(r: float = 4.0, *, batch: int | None = None, seed: int = 0) -> 
 
     ``batch=n`` gives ``n`` independent trajectories (``batch_dims=1``) started uniformly in (0.05, 0.95).
     """
+    r = _real(r, "r", 4.0)
+    batch, seed = _batch(batch, 1), seed_int(seed)
     if batch is None:
         return LoopedMap(_Logistic(r), x0=torch.tensor(0.3, dtype=torch.float64), name=f"logistic(r={r})")
     generator = torch.Generator().manual_seed(seed)
@@ -78,6 +109,8 @@ def henon_map(a: float = 1.4, b: float = 0.3, *, batch: int | None = None, seed:
     At ``a = 1.4, b = 0.3`` the exponents are about 0.4192 and -1.6232 (Sprott) and sum to ``ln 0.3`` exactly
     (``|det J| = b`` everywhere). ``batch=n`` starts ``n`` trajectories near the origin, inside the basin.
     """
+    a, b = _real(a, "a", 1.4), _real(b, "b", 0.3)
+    batch, seed = _batch(batch, 2), seed_int(seed)
     name = f"henon(a={a}, b={b})"
     if batch is None:
         return LoopedMap(_Henon(a, b), x0=torch.tensor([0.1, 0.1], dtype=torch.float64), name=name)
@@ -98,9 +131,19 @@ def linear_map(matrix: torch.Tensor, *, x0: torch.Tensor | None = None) -> Loope
 
     Its Lyapunov exponents are ``log |eigenvalues of A|``; its Jacobian is ``A`` everywhere.
     """
-    matrix = torch.as_tensor(matrix)
-    if matrix.dim() != 2 or matrix.shape[0] != matrix.shape[1]:
-        raise ValueError(f"linear_map needs a square matrix, got shape {tuple(matrix.shape)}.")
+    try:
+        matrix = torch.as_tensor(matrix)
+    except (TypeError, ValueError, RuntimeError) as error:
+        raise ArgumentError(f"linear_map needs a square matrix (a tensor or nested lists of numbers), got "
+                            f"{type(matrix).__name__} — pass e.g. torch.eye(2)") from error
+    if matrix.dim() != 2 or matrix.shape[0] != matrix.shape[1] or matrix.numel() == 0:
+        raise ArgumentError(f"linear_map needs a square matrix, got shape {tuple(matrix.shape)} — pass a [D, D] "
+                            "matrix, e.g. torch.eye(2)")
+    if not (matrix.is_floating_point() or matrix.is_complex()):
+        matrix = matrix.to(torch.get_default_dtype())  # integer entries: a map of states needs a floating dtype
+    if not bool(torch.isfinite(matrix).all()):
+        raise ArgumentError(f"linear_map's matrix holds {int((~torch.isfinite(matrix)).sum())} NaN/Inf entries — "
+                            "pass a finite matrix")
     if x0 is None:
         x0 = torch.ones(matrix.shape[0], dtype=matrix.dtype)
     return LoopedMap(_Linear(matrix), x0=x0, name=f"linear({matrix.shape[0]}x{matrix.shape[0]})")
@@ -125,10 +168,13 @@ class LoopedSelfAttention(nn.Module):
     def __init__(self, dim: int, heads: int = 1, eta: float = 1.0, norm: str = "rmsnorm", bias: bool = False,
                  eps: float = 1e-6):
         super().__init__()
+        dim, heads = positive_int(dim, "dim"), positive_int(heads, "heads")
         if dim % heads:
-            raise ValueError(f"dim={dim} must be divisible by heads={heads}.")
+            raise ArgumentError(f"dim={dim} must be divisible by heads={heads} — pass heads that divides dim (e.g. "
+                                f"heads=1).")
         if norm not in ("rmsnorm", "layernorm", "none"):
-            raise ValueError(f"norm must be 'rmsnorm', 'layernorm' or 'none', got {norm!r}.")
+            raise ArgumentError(f"norm must be 'rmsnorm', 'layernorm' or 'none', got {norm!r} — pass one of them.")
+        eta, eps = _real(eta, "eta", 1.0), _real(eps, "eps", 1e-6, positive=True)
         self.dim, self.heads, self.eta, self.norm, self.eps = dim, heads, float(eta), norm, eps
         self.query = nn.Linear(dim, dim, bias=bias)
         self.key = nn.Linear(dim, dim, bias=bias)
@@ -190,6 +236,14 @@ def self_attention_map(
     weights' spectral scale); ``injection=True`` adds a random input injection ``C``. ``batch=n`` gives ``n``
     independent initial states (``batch_dims=1``). The map has a drive, so `pseudo_energy` works on it.
     """
+    tokens, dim = positive_int(tokens, "tokens"), positive_int(dim, "dim")
+    batch = _batch(batch, tokens * dim)
+    if tokens * dim > MAX_ENTRIES or 4 * dim * dim > MAX_ENTRIES:
+        raise ArgumentError(f"tokens={tokens} x dim={dim} is over the budget of {MAX_ENTRIES} entries (state and "
+                            "four dim x dim weights) — pass smaller tokens / dim")
+    weight_scale = _real(weight_scale, "weight_scale", 1.0)
+    floating_dtype(dtype, "dtype")
+    seed = seed_int(seed)
     generator = torch.Generator().manual_seed(seed)
     block = LoopedSelfAttention(dim, heads, eta=eta, norm=norm)
     with torch.no_grad():

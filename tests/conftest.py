@@ -11,6 +11,14 @@ import torch  # noqa: E402
 torch.set_num_threads(1)
 
 
+@pytest.fixture(autouse=True)
+def _one_torch_thread():
+    """Every test starts on one torch thread, whatever the one before it set: a test that leaves two threads on a
+    2-core machine running two pytest workers makes every later tiny-matrix test of its worker several times slower."""
+    torch.set_num_threads(1)
+    yield
+
+
 @pytest.fixture
 def attention_map64():
     """A small random looped self-attention map (ItrSA form) in float64: 5 tokens x 8 dims, 2 heads, D=40."""

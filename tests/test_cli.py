@@ -170,12 +170,12 @@ def test_a_folder_without_a_tokenizer_takes_token_ids(tmp_path, capsys):
     config = transformers.Qwen3Config(hidden_size=16, intermediate_size=32, num_hidden_layers=2, num_attention_heads=4,
                                       num_key_value_heads=2, head_dim=4, vocab_size=50, bos_token_id=0,
                                       eos_token_id=0, pad_token_id=0)
-    transformers.Qwen3Model(config).save_pretrained(tmp_path)
+    transformers.Qwen3Model(config).save_pretrained(tmp_path / "model")
     capsys.readouterr()  # transformers' own progress bar while saving
-    assert_user_error(["analyze", str(tmp_path), "--quiet"], capsys, "turned text number 0 into no tokens",
+    assert_user_error(["analyze", str(tmp_path / "model"), "--quiet"], capsys, "turned text number 0 into no tokens",
                       "--ids 1,2,3")
     json_path = tmp_path / "report.json"
-    status, out, err = run_cli(["analyze", str(tmp_path), "--ids", "1,2,3,4", "--ids", "5,6,7,8", "--mode",
+    status, out, err = run_cli(["analyze", str(tmp_path / "model"), "--ids", "1,2,3,4", "--ids", "5,6,7,8", "--mode",
                                 "attention", "--loops", "4", "--layers", "1", "--quiet", "--json", str(json_path)],
                                capsys)
     assert status == 0, err
@@ -184,17 +184,17 @@ def test_a_folder_without_a_tokenizer_takes_token_ids(tmp_path, capsys):
     assert record["provenance"]["adapter"] == "generic blocks, traced attention"
     assert "traced from one call of the block" in out
     # the same numbers as the Python call on the same ids
-    model = transformers.AutoModel.from_pretrained(tmp_path)
+    model = transformers.AutoModel.from_pretrained(tmp_path / "model")
     report = jacobiscope.analyze(model, torch.tensor([[1, 2, 3, 4], [5, 6, 7, 8]]), layers=[1], mode="attention",
                                  loops=4, progress=False)
     assert [row["lyapunov"]["exponents"][0] for row in record["rows"]] == pytest.approx(
         [float(r.lyapunov["exponents"][0]) for r in report.rows], rel=1e-6)
-    assert_user_error(["analyze", str(tmp_path), "--ids", "1,2", "--ids", "3"], capsys, "different lengths (2, 1)")
-    assert_user_error(["analyze", str(tmp_path), "--ids", "1,60"], capsys, "token id 60 is outside",
+    assert_user_error(["analyze", str(tmp_path / "model"), "--ids", "1,2", "--ids", "3"], capsys, "different lengths (2, 1)")
+    assert_user_error(["analyze", str(tmp_path / "model"), "--ids", "1,60"], capsys, "token id 60 is outside",
                       "between 0 and 49")
-    assert_user_error(["analyze", str(tmp_path), "--ids", "1", "--text", "a"], capsys, "--text and --ids")
+    assert_user_error(["analyze", str(tmp_path / "model"), "--ids", "1", "--text", "a"], capsys, "--text and --ids")
     assert_user_error(["analyze", "itrsa-sudoku", "--ids", "1,2"], capsys, "takes puzzles, not --ids")
-    assert_user_error(["analyze", str(tmp_path), "--ids", "1,x"], capsys, "--ids: expected comma-separated integers")
+    assert_user_error(["analyze", str(tmp_path / "model"), "--ids", "1,x"], capsys, "--ids: expected comma-separated integers")
 
 
 def test_pickle_only_folder_is_refused(tmp_path, capsys):

@@ -100,6 +100,7 @@ def test_a_registered_diagnostic_reaches_text_json_and_html(mean_step, tmp_path)
     assert "mean_step" in plans[0].per_diagnostic_seconds
 
 
+@pytest.mark.slow
 def test_describe_estimates_each_diagnostic_within_a_factor_of_3():
     """describe prices each diagnostic's operation counts with timed operations of the block; analyze then records
     what each one really took. Measured on a small GPT-2 block (the costly diagnostics and the total)."""

@@ -1,4 +1,5 @@
 """benchmarks/gpu_check.py, the script for a lent GPU, runs end to end on the CPU at its --tiny size."""
+import pytest
 import json
 import math
 import os
@@ -23,6 +24,7 @@ def _numbers(value):
             yield from _numbers(item)
 
 
+@pytest.mark.slow
 def test_tiny_run_measures_every_section_and_agrees_with_float64(tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
     result = subprocess.run([sys.executable, str(SCRIPT), "--tiny", "--out", str(tmp_path)], capture_output=True,

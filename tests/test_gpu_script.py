@@ -1,4 +1,5 @@
 """examples/train_512.py, the script for a lent GPU, runs end to end on the CPU with a tiny budget."""
+import pytest
 import importlib.util
 import json
 import subprocess
@@ -23,6 +24,7 @@ def test_gpu_script_configures_the_akorn_repo_scale():
     assert module.MODELS["akorn-sudoku-512"]["oscillator_dim"] == 4
 
 
+@pytest.mark.slow
 def test_gpu_script_tiny_run_trains_measures_and_ships(tmp_path):
     result = subprocess.run([sys.executable, str(SCRIPT), "--out", str(tmp_path), "--tiny", "--only", "itrsa-sudoku-512"],
                             capture_output=True, text=True, timeout=600, env={**__import__("os").environ,

@@ -201,6 +201,7 @@ def test_regularizer_claim_reports_the_spec_weight_sweep(tmp_path):
     assert (tmp_path / "repro_regularizers.png").stat().st_size > 10_000
 
 
+@pytest.mark.slow
 def test_only_replaces_its_sections_and_keeps_the_others(tmp_path):
     reproduce = _load("reproduce")
     out, figures, record = tmp_path / "REPRODUCTION.md", tmp_path / "figures", tmp_path / "repro.json"

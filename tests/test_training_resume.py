@@ -39,6 +39,7 @@ def _weights(folder: Path) -> dict:
     return load_file(str(folder / "model.safetensors"))
 
 
+@pytest.mark.slow
 def test_killed_runs_resume_to_the_same_weights(tmp_path):
     from jacobiscope.recipes.sudoku import SudokuRecipe, train_sudoku
 

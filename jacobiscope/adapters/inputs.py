@@ -31,6 +31,8 @@ class ModelInputs:
     labels: list[str]
     initial_states: torch.Tensor | None = None
     notes: list[str] = field(default_factory=list)
+    #: per example, what its rows must say (a text truncated to max_length): one list per example, or None
+    flags: list | None = None
 
     @property
     def batch_size(self) -> int:
@@ -56,7 +58,8 @@ class ModelInputs:
                 initial = self.initial_states[index : index + 1]
                 if keep is not None:
                     initial = initial[:, keep]
-            out.append(ModelInputs(kwargs, [self.labels[index]], initial, list(self.notes)))
+            flags = list(self.flags[index]) if self.flags and index < len(self.flags) else None
+            out.append(ModelInputs(kwargs, [self.labels[index]], initial, list(self.notes), flags))
         return out
 
 
@@ -96,8 +99,11 @@ def prepare_inputs(model, inputs, tokenizer=None, max_length: int | None = None)
     the vocabulary or longer than the learned positions, masks that do not match the ids or are not 0/1, NaN in
     float inputs.
     """
-    if max_length is not None and (isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 1):
+    from .._validation import _is_int
+
+    if max_length is not None and (not _is_int(max_length) or max_length < 1):
         raise ArgumentError(f"max_length must be a positive int or None, got {max_length!r} — pass e.g. max_length=512")
+    max_length = None if max_length is None else int(max_length)  # numpy integers too (the tokenizer wants an int)
     if isinstance(inputs, str):
         inputs = [inputs]
     if isinstance(inputs, (list, tuple)):
@@ -144,7 +150,41 @@ def _from_sequence(model, inputs: list, tokenizer, max_length) -> ModelInputs:
         raise InputError(f"The tokenizer failed on the texts ({type(error).__name__}: {reason}) — {fix}") from None
     _check_tokens(tokenizer, encoded)
     labels = [text if len(text) <= 40 else text[:37] + "..." for text in inputs]
-    return _from_mapping(model, dict(encoded), labels, "mapping", tokenized=True)
+    prepared = _from_mapping(model, dict(encoded), labels, "mapping", tokenized=True)
+    _say_truncation(tokenizer, inputs, encoded, max_length, prepared)
+    return prepared
+
+
+def _say_truncation(tokenizer, texts: list, encoded, max_length, prepared: "ModelInputs") -> None:
+    """A text cut to ``max_length`` tokens is measured on its first tokens only: say so in the notes and in each of
+    its rows (never a silent cut). The full lengths come from a second tokenization without truncation."""
+    if max_length is None:
+        return
+    mask = encoded.get("attention_mask") if hasattr(encoded, "get") else None
+    ids = encoded.get("input_ids") if hasattr(encoded, "get") else None
+    if not isinstance(ids, torch.Tensor) or ids.dim() != 2:
+        return
+    kept = (mask.sum(-1) if isinstance(mask, torch.Tensor) and mask.shape == ids.shape
+            else torch.full((ids.shape[0],), ids.shape[1])).tolist()
+    if max(kept) < max_length:
+        return  # nothing reached the limit: nothing was cut
+    try:
+        full = tokenizer(list(texts), truncation=False)["input_ids"]
+    except Exception:  # noqa: BLE001 - a tokenizer that cannot run untruncated: the limit itself is said instead
+        full = [None] * len(texts)
+    flags = []
+    for index, (count, whole) in enumerate(zip(kept, full)):
+        length = len(whole) if whole is not None else None
+        if count >= max_length and (length is None or length > count):
+            of = f" of its {length}" if length is not None else ""
+            flag = (f"input {index} truncated to its first {int(count)}{of} tokens by max_length={max_length} — the "
+                    "rest is not measured; pass a larger max_length (up to the model's positions) or a shorter text")
+            flags.append([flag])
+            prepared.notes.append(flag)
+        else:
+            flags.append([])
+    if any(flags):
+        prepared.flags = flags
 
 
 def _check_tokens(tokenizer, encoded) -> None:

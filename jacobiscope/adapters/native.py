@@ -33,12 +33,15 @@ diagnostics=["loop_depth"])`` sweeps the output along the loop; a bare base mode
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Callable
 
 import torch
 from torch import nn
 
+from .._validation import _is_int, as_int, budget, did_you_mean
+from ..errors import JacobiscopeError
 from ..maps import LoopedMap
 from .capture import ReplayedModule, capture_calls, hidden_state_of
 from .spec import AdapterError
@@ -96,8 +99,8 @@ def list_recurrences(model_or_model_type) -> list[str]:
     """The recurrences a model (or a model type) offers, default first; empty when it has none."""
     if not isinstance(model_or_model_type, str):
         declared = getattr(model_or_model_type, "jacobiscope_recurrences", None)
-        if declared:
-            return [str(name) for name in declared]
+        if declared is not None and not (isinstance(declared, (tuple, list)) and not declared):
+            return _declared_names(model_or_model_type, declared)
         if callable(getattr(model_or_model_type, "loop_map", None)):
             return ["loop"]
     return list(_family_builders(_model_type(model_or_model_type)))
@@ -122,30 +125,169 @@ def native_loop(model, inputs, recurrence: str | None = None) -> LoopedMap:
             "analyse its blocks with mode='block' or 'attention', or give the class jacobiscope_recurrences and "
             "jacobiscope_recurrence(name, **inputs) (see jacobiscope.adapters.native)")
     name = offered[0] if recurrence is None else recurrence
+    if not isinstance(name, str):
+        raise AdapterError(f"recurrence must be a name (str), got {type(name).__name__} {name!r} — pass one of "
+                           f"{', '.join(offered)}")
     if name not in offered:
-        raise AdapterError(f"{type(model).__name__} has no recurrence {name!r} — it offers {', '.join(offered)}")
-    found = _recurrence(model, name, kwargs)
-    if not isinstance(found.x0, torch.Tensor) or not callable(found.step):
-        raise AdapterError(f"{type(model).__name__}'s recurrence {name!r} must give a callable step and a tensor x0, "
-                           f"got {type(found.step).__name__} and {type(found.x0).__name__}")
+        raise AdapterError(f"{type(model).__name__} has no recurrence {name!r}{did_you_mean(name, offered)} — it "
+                           f"offers {', '.join(offered)}")
+    protocol = bool(getattr(model, "jacobiscope_recurrences", None))
+    owner = (f"{type(model).__name__}.jacobiscope_recurrence({name!r})" if protocol
+             else f"{type(model).__name__}'s recurrence {name!r}")
+    found = _checked(owner, _recurrence(model, name, kwargs), user_code=protocol)
     looped = LoopedMap(found.step, x0=found.x0.detach(), name=f"{type(model).__name__}:{name}")
-    looped.meta.update(mode="loop", recurrence=name, loops=int(found.loops), description=found.description)
+    looped.meta.update(mode="loop", recurrence=name, loops=found.loops, description=found.description)
     for key in ("readout", "quality"):
         if callable(getattr(found, key)):
             looped.meta[key] = getattr(found, key)
+    if protocol:
+        _probe(owner, looped, found)
     return looped
+
+
+#: The keys a protocol model's ``jacobiscope_recurrence`` may return (the first three are required).
+PROTOCOL_KEYS = ("step", "x0", "loops", "description", "readout", "quality")
+
+
+def _declared_names(model, declared) -> list[str]:
+    """The names a model's ``jacobiscope_recurrences`` declares, checked: a tuple of distinct non-empty str (a bare
+    string would otherwise be read letter by letter: 'core' as c, o, r, e)."""
+    cls = type(model).__name__
+    if isinstance(declared, str) or not isinstance(declared, (tuple, list)):
+        shown = f"the {type(declared).__name__} {declared!r:.60}"
+        raise AdapterError(f"{cls}.jacobiscope_recurrences must be a tuple of recurrence names, got {shown} — write "
+                           f"jacobiscope_recurrences = ({str(declared)!r:.40},) (the first is the default)")
+    bad = [name for name in declared if not isinstance(name, str) or not name.strip()]
+    if bad:
+        raise AdapterError(f"{cls}.jacobiscope_recurrences must hold non-empty names (str), got {bad[0]!r} — write "
+                           "e.g. jacobiscope_recurrences = ('core',)")
+    repeated = sorted({name for name in declared if list(declared).count(name) > 1})
+    if repeated:
+        raise AdapterError(f"{cls}.jacobiscope_recurrences names {repeated[0]!r} more than once — name each "
+                           "recurrence once")
+    if not callable(getattr(model, "jacobiscope_recurrence", None)):
+        raise AdapterError(f"{cls} declares jacobiscope_recurrences = {tuple(declared)!r} but has no method "
+                           "jacobiscope_recurrence(name, **inputs) — add it, returning {'step': ..., 'x0': ..., "
+                           "'loops': ...}")
+    return list(declared)
+
+
+def _shown(value) -> str:
+    text = repr(value)
+    return f"{type(value).__name__} {text[:60] + '...' if len(text) > 60 else text}"
+
+
+def _checked(owner: str, found: "Recurrence", *, user_code: bool) -> "Recurrence":
+    """Every field of a recurrence checked, each refusal naming the key and what came (`AdapterError`)."""
+    if not callable(found.step):
+        raise AdapterError(f"{owner}: 'step' must be a callable state -> state, got {_shown(found.step)} — return "
+                           "e.g. 'step': lambda s: self.core(s)")
+    x0 = found.x0
+    if not isinstance(x0, torch.Tensor):
+        raise AdapterError(f"{owner}: 'x0' must be a torch.Tensor (the state entering the first iteration), got "
+                           f"{_shown(x0)} — return a tensor, e.g. torch.zeros_like(embedded)")
+    if not x0.dtype.is_floating_point:
+        raise AdapterError(f"{owner}: 'x0' must be a floating tensor, got {x0.dtype} — return x0.float() (a state is "
+                           "differentiated)")
+    if x0.numel() == 0:
+        raise AdapterError(f"{owner}: 'x0' is empty (shape {tuple(x0.shape)}) — return the state entering the first "
+                           "iteration, with at least one entry")
+    if x0.device.type != "meta" and not bool(torch.isfinite(x0).all()):
+        raise AdapterError(f"{owner}: 'x0' holds {int((~torch.isfinite(x0)).sum())} NaN/Inf entries — check the "
+                           "layers that produced it (the prelude or the embedding)")
+    loops = found.loops
+    if not _is_int(loops) or loops < (1 if user_code else 0):  # a loop_map model without config.loops says 0
+        raise AdapterError(f"{owner}: 'loops' must be the configured iteration count, an int >= 1, got "
+                           f"{_shown(loops)} — return e.g. 'loops': self.config.num_iterations")
+    limit = budget("loops")
+    if loops > limit:
+        raise AdapterError(f"{owner}: 'loops'={loops} is over the budget of {limit} loops (analyze and loop_depth "
+                           f"sweep up to the configured depth) — return the model's real iteration count, or raise "
+                           f"the budget with JACOBISCOPE_MAX_LOOPS={loops}")
+    for key in ("readout", "quality"):
+        value = getattr(found, key)
+        if value is not None and not callable(value):
+            what = "state -> logits" if key == "readout" else "state -> a number (higher is better)"
+            raise AdapterError(f"{owner}: {key!r} must be a callable {what}, or absent, got {_shown(value)} — "
+                               f"return a function, or leave {key!r} out")
+    description = found.description
+    if description is None:
+        description = ""
+    elif not isinstance(description, str):
+        raise AdapterError(f"{owner}: 'description' must be a str, got {_shown(description)} — return a one-line "
+                           "str, or leave it out")
+    return Recurrence(found.name, found.step, x0, as_int(loops), description, found.readout, found.quality)
+
+
+def _probe(owner: str, looped: LoopedMap, found: "Recurrence") -> None:
+    """One iteration, the readout and the quality score at ``x0``, run now: a protocol model's step that returns
+    a wrong shape, None or a non-tensor is named as its 'step' here, not as a map deep inside a diagnostic."""
+    from ..errors import StepError
+
+    try:
+        with torch.no_grad():
+            out = looped.checked_step(looped.x0)
+    except StepError as error:
+        raise type(error)(f"{owner}: 'step' failed its first iteration from 'x0' (shape {tuple(looped.x0.shape)}): "
+                          f"{error}") from error.__cause__
+    targets = (("readout", found.readout), ("quality", found.quality))
+    for key, function in targets:
+        if function is None:
+            continue
+        try:
+            with torch.no_grad():
+                value = function(out)
+        except Exception as error:  # noqa: BLE001 - the user's function: named, its error chained
+            first = (str(error).strip().splitlines() or [""])[0][:200]
+            raise StepError(f"{owner}: {key!r} raised {type(error).__name__} on the state after one iteration (shape "
+                            f"{tuple(out.shape)}): {first} — fix {key!r}: it takes a state like 'x0'") from error
+        if key == "readout":
+            if not isinstance(value, torch.Tensor) or not value.is_floating_point() or value.dim() == 0:
+                raise AdapterError(f"{owner}: 'readout' returned {_shown(value)}, expected a float tensor of logits "
+                                   "[..., classes] — return the logits tensor (e.g. self.coda(state), not the model "
+                                   "output object)")
+        elif not _is_number(value):
+            raise AdapterError(f"{owner}: 'quality' returned {_shown(value)}, expected one real number (higher is "
+                               "better) — return e.g. float(accuracy)")
+
+
+def _is_number(value) -> bool:
+    import numbers
+
+    if isinstance(value, torch.Tensor):
+        return value.numel() == 1 and not value.is_complex()
+    if isinstance(value, (bool, numbers.Real)):
+        return True
+    return type(value).__module__ == "numpy" and getattr(value, "size", 0) == 1 and "complex" not in str(
+        getattr(value, "dtype", ""))
 
 
 def _recurrence(model, name: str, kwargs: dict) -> Recurrence:
     if getattr(model, "jacobiscope_recurrences", None):
-        given = model.jacobiscope_recurrence(name, **kwargs)
+        owner = f"{type(model).__name__}.jacobiscope_recurrence({name!r})"
+        try:
+            given = model.jacobiscope_recurrence(name, **kwargs)
+        except JacobiscopeError:
+            raise
+        except Exception as error:  # noqa: BLE001 - the model's own code: named, its error chained
+            first = (str(error).strip().splitlines() or [""])[0][:200]
+            raise AdapterError(f"{owner} raised {type(error).__name__}: {first} — fix the method; it is called with "
+                               f"the recurrence name and the inputs as keywords ({', '.join(sorted(kwargs))})"
+                               ) from error
         if isinstance(given, Recurrence):
             return given
+        if not isinstance(given, Mapping):
+            raise AdapterError(f"{owner} returned {_shown(given)}; it must return a dict — return {{'step': ..., "
+                               "'x0': ..., 'loops': ...}")
+        unknown = [key for key in given if key not in PROTOCOL_KEYS]
+        if unknown:
+            raise AdapterError(f"{owner} returned the unknown key {unknown[0]!r}{did_you_mean(unknown[0], PROTOCOL_KEYS)}"
+                               f" — the keys are {', '.join(PROTOCOL_KEYS)}")
         missing = [key for key in ("step", "x0", "loops") if key not in given]
         if missing:
-            raise AdapterError(f"{type(model).__name__}.jacobiscope_recurrence({name!r}) returned no {missing} — it "
-                               "must return a dict with step, x0 and loops")
-        return Recurrence(name, given["step"], given["x0"], int(given["loops"]), str(given.get("description", "")),
+            raise AdapterError(f"{owner} returned no {', '.join(map(repr, missing))} — it must return a dict with "
+                               "step, x0 and loops")
+        return Recurrence(name, given["step"], given["x0"], given["loops"], given.get("description", ""),
                           given.get("readout"), given.get("quality"))
     if callable(getattr(model, "loop_map", None)) and not _family_builders(_model_type(model)):
         looped = model.loop_map(kwargs["input_ids"])

@@ -35,7 +35,8 @@ def _quiet(enabled: bool) -> None:
 
 
 def check_output_path(path: str | None, option: str) -> None:
-    """An output file must be writable: a file name, not a folder, inside a folder that exists or can be created."""
+    """An output file must be writable: a file name, not a folder, inside a folder that exists or can be created;
+    not a FIFO, a socket or a block device; a name the file system takes."""
     if path is None:
         return
     from .._io import PathError, check_file_path
@@ -46,11 +47,30 @@ def check_output_path(path: str | None, option: str) -> None:
     try:
         check_file_path(path, option)
     except PathError as error:
-        target = Path(path).expanduser()
-        if target.is_dir():
+        try:
+            folder = Path(path).expanduser().is_dir()
+        except OSError:  # a name too long to even stat
+            folder = False
+        if folder:
             raise UsageError(f"{option} {path!r} is a folder", f"give a file name, e.g. {option} "
                              f"{Path(path) / ('report.json' if option == '--json' else 'report.html')}") from None
-        raise UsageError(str(error).split(" — ")[0], str(error).split(" — ", 1)[-1]) from None
+        what, _, fix = " ".join(str(error).split()).partition(" — ")
+        raise UsageError(what, fix or f"give another file name, e.g. {example}") from None
+
+
+def _refuse_inside_inputs(outputs: dict, inputs: dict, *, replaced=()) -> None:
+    """`refuse_output_inside_inputs` for the command line: the outputs named by their options."""
+    from .._io import refuse_output_inside_inputs
+
+    refuse_output_inside_inputs({key: value for key, value in outputs.items() if value},
+                                {key: value for key, value in inputs.items() if value}, replaced=replaced)
+
+
+def _suggest(word: str, options) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(str(word), [str(option) for option in options], n=1, cutoff=0.5)
+    return f"did you mean {close[0]!r}? " if close else ""
 
 
 def _check_puzzles(puzzles: list[str]) -> list[str]:
@@ -75,7 +95,8 @@ def _check_diagnostics(names) -> None:
     known = list_diagnostics()
     unknown = [name for name in names if name not in known]
     if unknown:
-        raise UsageError(f"unknown diagnostic(s) {', '.join(unknown)}", f"choose from {','.join(known)}")
+        raise UsageError(f"unknown diagnostic(s) {', '.join(unknown)}",
+                         f"{_suggest(unknown[0], known)}choose from {','.join(known)}")
 
 
 def _load_model(args, location: str):
@@ -103,13 +124,28 @@ def _load_model(args, location: str):
 
 # --------------------------------------------------------------------------------------------- demo
 def demo(args) -> int:
+    if args.dim % args.heads:
+        raise UsageError(f"--heads {args.heads} does not divide --dim {args.dim}", "choose --heads that divides --dim")
+    from ._parser import cli_budget
+
+    state = args.tokens * args.dim
+    if state > cli_budget("demo_state"):
+        raise UsageError(f"--tokens {args.tokens} x --dim {args.dim} = {state:,} values per state is over the demo's "
+                         f"budget of {cli_budget('demo_state'):,}", "lower --tokens or --dim (e.g. --tokens 16 --dim "
+                         "32); to mean it, raise JACOBISCOPE_MAX_DEMO_STATE")
+    if args.k > state:
+        raise UsageError(f"--k {args.k} is more than the {state} values of the state (--tokens {args.tokens} x --dim "
+                         f"{args.dim}), so that many Lyapunov exponents do not exist", f"pass --k {min(4, state)} "
+                         f"(at most {state})")
+    if args.k * args.steps > cli_budget("loops") * 4:
+        raise UsageError(f"--k {args.k} x --steps {args.steps} = {args.k * args.steps:,} tangent products per run is "
+                         f"over the budget of {cli_budget('loops') * 4:,}", "lower --k or --steps (e.g. --k 4 "
+                         "--steps 200)")
     import torch
 
     from .. import jacobian_eigenvalues, lyapunov_spectrum, oscillation_measures, spectral_norm, systems
     from ..errors import NonFiniteWarning
 
-    if args.dim % args.heads:
-        raise UsageError(f"--heads {args.heads} does not divide --dim {args.dim}", "choose --heads that divides --dim")
     torch.manual_seed(args.seed)
     dtype = torch.float64 if args.float64 else torch.float32
     rows = []
@@ -196,12 +232,12 @@ def analyze(args) -> int:
     from ..hub import locate_model
 
     location = locate_model(args.model, download=args.download)
+    model_folder = location if Path(location).is_dir() else None
+    _refuse_inside_inputs({"--out": args.out, "--json": args.json}, {"the model folder": model_folder})
     import torch
 
     model = _load_model(args, location)
     native = callable(getattr(model, "loop_map", None))
-    inputs, labels, tokenizer, note = _analysis_inputs(args, model, native, location, puzzles)
-
     from .._analyze import analyze as run_analysis
 
     from ..adapters.native import list_recurrences
@@ -209,9 +245,11 @@ def analyze(args) -> int:
     looping = native or (args.mode in (None, "loop") and bool(list_recurrences(model)))
     if args.recurrence is not None and args.recurrence not in list_recurrences(model):
         raise UsageError(f"{args.model!r} has no recurrence {args.recurrence!r}",
-                         f"choose from {', '.join(list_recurrences(model)) or 'none (use --mode block)'}")
+                         f"{_suggest(args.recurrence, list_recurrences(model))}choose from "
+                         f"{', '.join(list_recurrences(model)) or 'none (use --mode block)'}")
     if args.mode == "loop" and not looping:
         raise UsageError(f"{args.model!r} has no recurrence of its own", "use --mode block or --mode attention")
+    inputs, labels, tokenizer, note = _analysis_inputs(args, model, native, location, puzzles)
     report = run_analysis(model, inputs, tokenizer=tokenizer, layers=None if looping else args.layers, mode=args.mode,
                           loops=args.loops, diagnostics=args.diagnostics, k=args.k,
                           dtype=torch.float64 if args.float64 else None, eta=args.eta, seed=args.seed,
@@ -275,20 +313,36 @@ def _analysis_inputs(args, model, native: bool, location: str, puzzles):
 
         return torch.tensor(args.ids), [f"--ids #{i + 1}" for i in range(len(args.ids))], None, None
     tokenizer = None
+    if Path(location).is_dir() and not any((Path(location) / name).is_file() for name in _TOKENIZER_FILES):
+        # transformers would build an empty tokenizer from config.json alone, which turns every word into [UNK] (or
+        # into nothing): an analysis of unknown tokens, silently. A text model without its tokenizer takes --ids.
+        if getattr(getattr(model, "config", None), "vocab_size", None):
+            raise UsageError(f"{name}'s folder holds no tokenizer files ({', '.join(_TOKENIZER_FILES[:3])}, ...), so the "
+                             "empty tokenizer transformers builds for it turned text number 0 into no tokens that mean "
+                             "anything", "pass token ids instead, e.g. --ids 1,2,3, or add the tokenizer's files to "
+                             "the folder")
+        return args.text or [DEFAULT_TEXT], None, None, None
     if Path(location).is_dir() or args.download:
         from transformers import AutoTokenizer
 
         try:
-            tokenizer = AutoTokenizer.from_pretrained(location, trust_remote_code=args.trust_remote_code)
+            # local_files_only: a folder's tokenizer never reaches for the Hub unless --download asked for it
+            tokenizer = AutoTokenizer.from_pretrained(location, trust_remote_code=args.trust_remote_code,
+                                                      local_files_only=not args.download)
         except Exception:  # noqa: BLE001 - vision models have none; analyze says so if text needs one
             tokenizer = None
     return args.text or [DEFAULT_TEXT], None, tokenizer, None
 
 
+#: The files a saved tokenizer consists of (any one of them means the folder carries its tokenizer).
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json", "merges.txt",
+                    "tokenizer.model", "spiece.model", "sentencepiece.bpe.model", "special_tokens_map.json")
+
+
 # ------------------------------------------------------------------------------------------- sudoku
 def sudoku_train(args) -> int:
-    if args.config is not None and not Path(args.config).is_file():
-        raise UsageError(f"--config {args.config!r} does not exist", "pass a recipe JSON file")
+    if args.config is not None:
+        _check_input_file(args.config, "--config", "a recipe JSON file, e.g. --config recipe.json")
     if not args.out.strip():
         raise UsageError("--out needs a folder name, got ''", "e.g. --out runs/itrsa")
     out = Path(args.out).expanduser()
@@ -298,20 +352,33 @@ def sudoku_train(args) -> int:
     if ancestor.exists() and not ancestor.is_dir():
         raise UsageError(f"--out {args.out!r} cannot be a run folder: {str(ancestor)!r} is a file",
                          "give a folder path (it is created), e.g. --out runs/itrsa")
+    _refuse_inside_inputs({"--out": args.out}, {"the recipe --config": args.config, "the data --data": args.data})
     _quiet(args.quiet)
     from ..data import sudoku as data
     from ..recipes.sudoku import SudokuRecipe, train_sudoku
 
-    data.satnet_splits(args.data, limit=1)  # the data must be there before a model is built
+    # The recipe and its overrides first (a typo costs nothing), then the data, then the model.
     try:
         recipe = SudokuRecipe.from_json(args.config) if args.config else SudokuRecipe()
     except (ValueError, TypeError) as error:
-        raise UsageError(f"--config {args.config!r} is not a usable recipe: {str(error).splitlines()[0]}",
+        text = " ".join(str(error).split())
+        if " — " in text:
+            raise UsageError(f"--config {args.config!r}: {text}") from None
+        raise UsageError(f"--config {args.config!r} is not a usable recipe: {text}",
                          "fix the JSON (fields of jacobiscope.recipes.sudoku.SudokuRecipe)") from None
     overrides = {key: value for key, value in (("arch", args.arch), ("max_steps", args.max_steps),
                                                ("epochs", args.epochs), ("seed", args.seed)) if value is not None}
     for key, value in overrides.items():
         setattr(recipe, key, value)
+    if overrides and callable(getattr(recipe, "validate", None)):
+        try:
+            recipe.validate()
+        except (ValueError, TypeError) as error:
+            flags = ", ".join(f"--{key.replace('_', '-')} {value}" for key, value in overrides.items())
+            text = " ".join(str(error).split())
+            what, _, fix = text.partition(" — ")
+            raise UsageError(f"{flags} does not fit the recipe: {what}", fix or "change that option") from None
+    data.satnet_splits(args.data, limit=1)  # the data must be there before a model is built
     summary = train_sudoku(recipe, args.out, resume=not args.no_resume, data_path=args.data,
                            progress=not args.quiet)
     if summary.get("already_finished"):
@@ -333,6 +400,17 @@ def _csv_split_name(split: str, seen: dict) -> str:
 
 def sudoku_eval(args) -> int:
     check_output_path(args.json, "--json")
+    from ._parser import cli_budget
+
+    fresh = args.limit or 1000
+    if "fresh" in args.split and fresh > cli_budget("fresh_puzzles"):
+        raise UsageError(f"--limit {args.limit} with --split fresh would generate {fresh:,} puzzles (about 17 ms each), "
+                         f"over the budget of {cli_budget('fresh_puzzles'):,}", f"pass --limit "
+                         f"{cli_budget('fresh_puzzles')} or less; to mean it, raise JACOBISCOPE_MAX_FRESH_PUZZLES")
+    if max(args.loops) * args.votes > cli_budget("loops"):
+        raise UsageError(f"--votes {args.votes} x --loops {max(args.loops)} = {max(args.loops) * args.votes:,} loop "
+                         f"applications per puzzle is over the budget of {cli_budget('loops'):,}",
+                         "lower --votes or the largest --loops")
     _quiet(args.quiet)
     from ..data import sudoku as data
     from ..hub import locate_model
@@ -348,12 +426,25 @@ def sudoku_eval(args) -> int:
 
             splits["fresh"] = lambda: data.to_dataset(*data.generate_many(args.limit or 1000, givens=FRESH_GIVENS,
                                                                           seed=FRESH_SEED))
-        elif Path(split).is_file():
+        elif _is_file(split):
             splits[_csv_split_name(split, csv_paths)] = lambda split=split: data.load_csv(split)
         else:
+            if _exists(split):  # a folder, a FIFO: say what it is, not that it is missing
+                _check_input_file(split, "--split", "the path of a puzzle,solution csv file (or id, ood, fresh)")
+            hint = "" if any(mark in split for mark in "/.\\") else _suggest(split, ("id", "ood", "fresh"))
             raise UsageError(f"--split {split!r} is neither id, ood, fresh nor an existing csv file",
-                             "use id, ood, fresh, or the path of a puzzle,solution csv")
+                             f"{hint}use id, ood, fresh, or the path of a puzzle,solution csv")
     location = locate_model(args.model)
+    inputs = {"the model folder": location if Path(location).is_dir() else None}
+    inputs.update({f"the split {split!r}": split for split in args.split if _is_file(split)})
+    inputs["the data --data"] = args.data
+    if {"id", "ood"} & set(splits) and args.data is None:
+        try:
+            inputs["the benchmark data folder"] = str(data.data_dir())
+        except data.SudokuError:
+            pass
+    _refuse_inside_inputs({"--json": args.json}, inputs)
+    _check_votes_early(args, location)
     # Data first: a missing or malformed file fails before the model is loaded.
     loaded = {name: load() for name, load in splits.items()}
     from ..hub import load_pretrained
@@ -363,10 +454,21 @@ def sudoku_eval(args) -> int:
     if not callable(getattr(model, "solve", None)):
         raise UsageError(f"{args.model!r} is not a Sudoku solver (it has no solve method)",
                          "pass itrsa-sudoku, akorn-sudoku or a folder trained with 'jacobiscope sudoku train'")
+    from ..recipes._eval_checks import check_votes
+
+    try:
+        check_votes(model, args.votes)
+    except ValueError as error:
+        raise UsageError(_votes_message(args, type(model).__name__)) from error
     from .._resources import public_name
 
-    record = {"model": public_name(location), "votes": args.votes, "loops": args.loops, "results": {}, "puzzles": {}}
+    record = {"model": public_name(location), "votes": args.votes, "loops": args.loops, "results": {}, "puzzles": {},
+              "notes": []}
     for name, dataset in loaded.items():
+        if args.limit and args.limit > len(dataset):  # a clamp is said, never silent
+            note = f"{name}: --limit {args.limit} is more than its {len(dataset)} puzzles; all {len(dataset)} were used"
+            record["notes"].append(note)
+            print(note)
         if args.limit:
             dataset = dataset.select(range(min(args.limit, len(dataset))))
         puzzles = data.to_tensor(list(dataset["puzzle"]))
@@ -401,6 +503,55 @@ def sudoku_eval(args) -> int:
     return 0
 
 
+def _exists(path: str) -> bool:
+    try:
+        return Path(path).expanduser().exists()
+    except (OSError, ValueError):
+        return False
+
+
+def _check_input_file(path: str, option: str, expected: str) -> None:
+    """An input file must exist and be a regular file (a folder or a FIFO is named as such, not as missing)."""
+    import stat
+
+    try:
+        mode = Path(path).expanduser().stat().st_mode
+    except FileNotFoundError:
+        raise UsageError(f"{option} {path!r} does not exist", f"pass {expected}") from None
+    except OSError as error:
+        raise UsageError(f"{option} {path!r} cannot be read ({error.strerror or error})", f"pass {expected}") from None
+    if stat.S_ISDIR(mode):
+        raise UsageError(f"{option} {path!r} is a folder, not a file", f"pass {expected}")
+    if not stat.S_ISREG(mode):
+        kind = "a FIFO (named pipe)" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device"
+        raise UsageError(f"{option} {path!r} is {kind}, not a regular file", f"pass {expected}")
+
+
+def _is_file(path: str) -> bool:
+    try:
+        return Path(path).expanduser().is_file()
+    except (OSError, ValueError):  # a name too long, a NUL byte: not a file
+        return False
+
+
+def _votes_message(args, model_class: str) -> str:
+    return (f"--votes {args.votes}: {args.model} ({model_class}) has no energy votes, it is deterministic — drop "
+            "--votes (or use --votes 1); energy voting is AKOrN's (e.g. akorn-sudoku --votes 16)")
+
+
+def _check_votes_early(args, location: str) -> None:
+    """--votes above 1 for a model family without energy votes, read from config.json before anything is loaded."""
+    if args.votes == 1 or not Path(location).is_dir():
+        return
+    try:
+        config = json.loads((Path(location) / "config.json").read_text(encoding="utf-8-sig"))
+    except (OSError, ValueError):
+        return  # load_pretrained names the problem
+    model_type = config.get("model_type") if isinstance(config, dict) else None
+    if model_type == "itrsa_sudoku":
+        raise UsageError(_votes_message(args, "ItrSAForSudoku"))
+
+
 def _nan_to_none(value):
     if isinstance(value, float) and math.isnan(value):
         return None
@@ -416,7 +567,7 @@ def hub_list(args) -> int:
     from ..hub import shipped_checkpoints
 
     for name, folder in shipped_checkpoints().items():
-        config = json.loads((folder / "config.json").read_text())
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8-sig"))
         print(f"{name}\t{config.get('model_type', '?')}\thub_configs/{name}")
     return 0
 
@@ -427,7 +578,8 @@ def hub_prepare(args) -> int:
 
     if not args.out.strip():
         raise UsageError("--out needs a folder name, got ''", "e.g. --out prepared/itrsa-sudoku")
-    locate_model(args.name)
+    source = locate_model(args.name)
+    _refuse_inside_inputs({"--out": args.out}, {"the checkpoint folder": source}, replaced=("--out",))
     print(public_name(prepare_for_hub(args.name, args.out)))
     return 0
 

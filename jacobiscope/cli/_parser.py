@@ -6,11 +6,51 @@ fails before anything is loaded.
 from __future__ import annotations
 
 import argparse
+import difflib
+import re
 
-__all__ = ["UsageError", "build_parser"]
+__all__ = ["UsageError", "build_parser", "CLI_BUDGETS", "cli_budget"]
 
 DEFAULT_TEXT = "Looped transformers apply the same block again and again; their Jacobian tells us why they work."
 SATNET_TEST_PUZZLES = 1000
+#: Seeds are 32-bit: numpy (which the training and the generators seed) takes nothing larger.
+MAX_SEED = 2**32 - 1
+
+#: The budgets of the sizes the command line controls, checked as the value is parsed (before any model is loaded).
+#: ``loops`` and ``k`` are the Python API's budgets (`jacobiscope._validation.BUDGETS`, raised with the same
+#: ``JACOBISCOPE_MAX_<NAME>`` variables); the others exist on the command line only:
+#:
+#: - ``demo_state``: tokens x dim of the demo's random state (the Lyapunov frame holds k of them);
+#: - ``demo_tokens``: tokens of the demo (attention keeps tokens^2 scores per head);
+#: - ``votes``: AKOrN's energy votes (each one a full run of every loop count);
+#: - ``fresh_puzzles``: puzzles generated for ``sudoku eval --split fresh`` (about 17 ms each);
+#: - ``train_steps``: ``sudoku train --max-steps`` (the recipe's own limit).
+CLI_BUDGETS = {"loops": 100_000, "k": 1024, "demo_state": 1_048_576, "demo_tokens": 4096, "votes": 1024,
+               "fresh_puzzles": 10_000, "train_steps": 10**9}
+
+
+def cli_budget(kind: str) -> int:
+    """The budget of ``kind``: the Python API's (`jacobiscope._validation.budget`) where it has one, else
+    `CLI_BUDGETS`; ``JACOBISCOPE_MAX_<KIND>`` raises either.
+
+    Example::
+
+        >>> from jacobiscope.cli._parser import cli_budget
+        >>> cli_budget("loops"), cli_budget("fresh_puzzles")
+        (100000, 10000)
+    """
+    try:
+        from .._validation import budget
+
+        return budget(kind)
+    except (ImportError, KeyError):
+        pass
+    import os
+
+    raw = os.environ.get(f"JACOBISCOPE_MAX_{kind.upper()}", "").strip()
+    if raw.isdigit() and int(raw) >= 1:
+        return int(raw)
+    return CLI_BUDGETS[kind]
 
 
 class UsageError(Exception):
@@ -23,10 +63,41 @@ class UsageError(Exception):
 class _Parser(argparse.ArgumentParser):
     """argparse that raises `UsageError` (one line, with the fix) instead of printing usage and exiting."""
 
+    def __init__(self, *args, **kwargs):
+        # No abbreviations: '--loop 3' must not pass as '--loops 3' (nor '--k' as '--keep' one day).
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str):
         if " — " in message:
             raise UsageError(message)
+        choice = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+        if choice:
+            options = re.findall(r"'([^']*)'", choice.group(2))
+            close = difflib.get_close_matches(choice.group(1), options, n=1, cutoff=0.5)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise UsageError(message, f"{hint}see '{self.prog} --help'")
+        unknown = re.match(r"unrecognized arguments: (.*)", message)
+        if unknown:
+            flags = sorted(_all_flags(self) - {"--help", "--version", "--debug"})
+            for word in unknown.group(1).split():
+                close = difflib.get_close_matches(word.split("=")[0], flags, n=1, cutoff=0.6) if word.startswith(
+                    "-") else []
+                if close:
+                    raise UsageError(message, f"did you mean {close[0]}? see '{self.prog} --help' (options are "
+                                     "never abbreviated)")
         raise UsageError(message, f"see '{self.prog} --help'")
+
+
+def _all_flags(parser: argparse.ArgumentParser) -> set:
+    """Every option string of ``parser`` and of its subcommands, at any depth (for "did you mean")."""
+    flags = set()
+    for action in parser._actions:
+        flags.update(action.option_strings)
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                flags |= _all_flags(sub)
+    return flags
 
 
 class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
@@ -57,6 +128,58 @@ def positive_int(text: str) -> int:
     return _number(int, text, minimum=1, inclusive=True, example="32")
 
 
+def _within(value: int, kind: str, what: str, example: str) -> int:
+    limit = cli_budget(kind)
+    if value > limit:
+        raise argparse.ArgumentTypeError(
+            f"{value} is over the budget of {limit:,} {what} (a run that large takes hours, or never ends) — pass at "
+            f"most {limit}, e.g. {example}; if you mean it, raise the budget with JACOBISCOPE_MAX_{kind.upper()}="
+            f"{value}")
+    return value
+
+
+def loop_count(text: str) -> int:
+    """A loop count within the loops budget."""
+    return _within(positive_int(text), "loops", "loops", "32")
+
+
+def exponent_count(text: str) -> int:
+    """A number of Lyapunov exponents within the k budget."""
+    return _within(positive_int(text), "k", "Lyapunov exponents", "4")
+
+
+def vote_count(text: str) -> int:
+    return _within(positive_int(text), "votes", "votes", "16")
+
+
+def step_count(text: str) -> int:
+    return _within(positive_int(text), "train_steps", "optimizer steps", "1000")
+
+
+def demo_tokens(text: str) -> int:
+    return _within(positive_int(text), "demo_tokens", "tokens", "16")
+
+
+def demo_dim(text: str) -> int:
+    return _within(positive_int(text), "demo_state", "channels", "32")
+
+
+def epoch_count(text: str) -> float:
+    value = positive_float(text)
+    if value > 1e6:
+        raise argparse.ArgumentTypeError(f"{text} epochs is over the recipe's budget of 1e6 epochs — pass fewer, "
+                                         "e.g. --epochs 10, or --max-steps to bound the run by steps")
+    return value
+
+
+def seed(text: str) -> int:
+    value = _number(int, text, minimum=0, inclusive=True, example="0")
+    if value > MAX_SEED:
+        raise argparse.ArgumentTypeError(f"a seed is a 32-bit integer (0 to {MAX_SEED}), got {text} — pass a "
+                                         "smaller seed, e.g. 0")
+    return value
+
+
 def nonnegative_int(text: str) -> int:
     return _number(int, text, minimum=0, inclusive=True, example="0")
 
@@ -76,16 +199,44 @@ def _int_list(text: str, *, minimum: int, example: str) -> list[int]:
     return values
 
 
+#: No model has more blocks than this, nor a vocabulary larger than MAX_TOKEN_ID + 1: a larger value is a typo, said as
+#: it is parsed instead of after the model has loaded.
+MAX_LAYER = 9_999
+MAX_TOKEN_ID = 2**31 - 1
+#: A step size beyond this overflows the state at the first loop (NaN/Inf from the start, nothing to measure).
+MAX_ETA = 1e3
+
+
+def _int_list_below(text: str, *, minimum: int, maximum: int, example: str, noun: str) -> list[int]:
+    values = _int_list(text, minimum=minimum, example=example)
+    too_large = [value for value in values if value > maximum]
+    if too_large:
+        raise argparse.ArgumentTypeError(f"{noun} {too_large[0]} is larger than any model has (at most {maximum:,}) "
+                                         f"— e.g. {example}")
+    return values
+
+
 def layer_list(text: str) -> list[int]:
-    return _int_list(text, minimum=0, example="0,3")
+    return _int_list_below(text, minimum=0, maximum=MAX_LAYER, example="0,3", noun="layer")
 
 
 def token_ids(text: str) -> list[int]:
-    return _int_list(text, minimum=0, example="101,2023,102")
+    return _int_list_below(text, minimum=0, maximum=MAX_TOKEN_ID, example="101,2023,102", noun="token id")
+
+
+def step_size(text: str) -> float:
+    value = positive_float(text)
+    if value > MAX_ETA:
+        raise argparse.ArgumentTypeError(f"a step size of {text} overflows the state at the first loop (at most "
+                                         f"{MAX_ETA:g}) — pass e.g. --eta 1.0")
+    return value
 
 
 def loop_list(text: str) -> list[int]:
-    return _int_list(text, minimum=1, example="16,32,64")
+    values = _int_list(text, minimum=1, example="16,32,64")
+    for value in values:
+        _within(value, "loops", "loops", "16,32,64")
+    return values
 
 
 def name_list(text: str) -> list[str]:
@@ -139,13 +290,13 @@ def build_parser() -> argparse.ArgumentParser:
 def _add_demo(commands) -> None:
     """``jacobiscope demo``: the engine on a random looped self-attention map."""
     demo = _subparser(commands, "demo", "run the engine on a random looped self-attention map (no model needed)")
-    demo.add_argument("--tokens", type=positive_int, default=16, help="tokens of the random state")
-    demo.add_argument("--dim", type=positive_int, default=32, help="channels per token")
+    demo.add_argument("--tokens", type=demo_tokens, default=16, help="tokens of the random state")
+    demo.add_argument("--dim", type=demo_dim, default=32, help="channels per token")
     demo.add_argument("--heads", type=positive_int, default=4, help="attention heads (must divide --dim)")
-    demo.add_argument("--eta", type=positive_float, default=1.0, help="step size of X <- Norm(X + eta MSA(X))")
-    demo.add_argument("--steps", type=positive_int, default=200, help="loops averaged for the Lyapunov exponents")
-    demo.add_argument("--k", type=positive_int, default=4, help="number of Lyapunov exponents")
-    demo.add_argument("--seed", type=nonnegative_int, default=0, help="seed of the random weights")
+    demo.add_argument("--eta", type=step_size, default=1.0, help="step size of X <- Norm(X + eta MSA(X))")
+    demo.add_argument("--steps", type=loop_count, default=200, help="loops averaged for the Lyapunov exponents")
+    demo.add_argument("--k", type=exponent_count, default=4, help="number of Lyapunov exponents")
+    demo.add_argument("--seed", type=seed, default=0, help="seed of the random weights")
     demo.add_argument("--float64", action="store_true", help="compute in float64 (default: float32)")
     demo.add_argument("--json", action="store_true", help="print a JSON record instead of a table (default: table)")
     demo.set_defaults(handler="demo")
@@ -173,13 +324,13 @@ def _add_analyze(commands) -> None:
     analyze.add_argument("--recurrence", default=None,
                          help="which of a looped model's recurrences in loop mode (default: its first; e.g. L, H or "
                               "cycle for HRM-Text)")
-    analyze.add_argument("--eta", type=positive_float, help="attention-mode step size (default: 1.0)")
-    analyze.add_argument("--loops", type=positive_int, default=32, help="applications of the map per trajectory")
-    analyze.add_argument("--k", type=positive_int, default=4, help="number of Lyapunov exponents")
+    analyze.add_argument("--eta", type=step_size, help="attention-mode step size (default: 1.0)")
+    analyze.add_argument("--loops", type=loop_count, default=32, help="applications of the map per trajectory")
+    analyze.add_argument("--k", type=exponent_count, default=4, help="number of Lyapunov exponents")
     analyze.add_argument("--diagnostics", type=name_list, help="comma-separated subset of spectral_norm,eigenvalues,"
                          "lyapunov,clusters,energy (default: all)")
     analyze.add_argument("--float64", action="store_true", help="compute in float64 (default: the model's dtype)")
-    analyze.add_argument("--seed", type=nonnegative_int, default=0, help="seed of every random start vector")
+    analyze.add_argument("--seed", type=seed, default=0, help="seed of every random start vector")
     analyze.add_argument("--out", help="write a self-contained HTML report to this file (default: none)")
     analyze.add_argument("--json", help="write the report as JSON to this file (default: none)")
     analyze.add_argument("--quiet", action="store_true", help="no progress bars, ours or transformers' "
@@ -206,10 +357,10 @@ def _add_sudoku_train(sudoku_commands) -> None:
     train.add_argument("--config", help="a recipe JSON of jacobiscope.recipes.sudoku.SudokuRecipe fields "
                        "(default: the built-in recipe)")
     train.add_argument("--out", required=True, help="run folder: checkpoints, logs, best/ (required)")
-    train.add_argument("--max-steps", dest="max_steps", type=positive_int,
+    train.add_argument("--max-steps", dest="max_steps", type=step_count,
                        help="override the recipe's optimizer steps (default: the recipe's)")
-    train.add_argument("--epochs", type=positive_float, help="override the recipe's epochs (default: the recipe's)")
-    train.add_argument("--seed", type=nonnegative_int, help="override the recipe's seed (default: the recipe's)")
+    train.add_argument("--epochs", type=epoch_count, help="override the recipe's epochs (default: the recipe's)")
+    train.add_argument("--seed", type=seed, help="override the recipe's seed (default: the recipe's)")
     train.add_argument("--data", help="folder or file with satnet.csv.xz (default: the copy bundled with jacobiscope, "
                        "or $JACOBISCOPE_SUDOKU_DATA)")
     train.add_argument("--no-resume", action="store_true", help="start afresh even if --out has checkpoints "
@@ -224,7 +375,7 @@ def _add_sudoku_eval(sudoku_commands) -> None:
     evaluate.add_argument("model", help="a checkpoint folder or a shipped name (itrsa-sudoku, akorn-sudoku)")
     evaluate.add_argument("--loops", type=loop_list, default=[16, 32, 64, 128], help="comma-separated loop counts "
                           "(default: 16,32,64,128)")
-    evaluate.add_argument("--votes", type=positive_int, default=1, help="energy votes over noise draws (AKOrN only)")
+    evaluate.add_argument("--votes", type=vote_count, default=1, help="energy votes over noise draws (AKOrN only)")
     evaluate.add_argument("--split", type=name_list, default=["id", "ood"], help="id (SATNet test), ood (RRN test), "
                           "fresh (1,000 generated puzzles, 31-42 givens, the model cards' fixed seed), or csv files of "
                           "puzzle,solution rows (or puzzles alone: the exact solver supplies their unique solutions); "
@@ -244,7 +395,7 @@ def _add_hub(commands) -> None:
     _subparser(hub_commands, "list", "the checkpoints shipped with jacobiscope").set_defaults(handler="hub_list")
     prepare = _subparser(hub_commands, "prepare", "copy a checkpoint with its code and auto_map, ready to upload")
     prepare.add_argument("name", help="a shipped name or a checkpoint folder")
-    prepare.add_argument("--out", required=True, help="the folder to write (required; replaced if it exists)")
+    prepare.add_argument("--out", required=True, help="the folder to write (required; created, or replaced only if it is a copy prepared here earlier)")
     prepare.set_defaults(handler="hub_prepare")
     push = _subparser(hub_commands, "push", "prepare and upload a checkpoint to the Hub (needs network and a token)")
     push.add_argument("name", help="a shipped name or a checkpoint folder")

@@ -12,10 +12,14 @@ Example::
 
 A diagnostic is a `Diagnostic` subclass: a name, a cost estimate (what `describe` prints), ``compute`` on a
 `MeasureContext`, summary-table columns and a figure. `register_diagnostic` adds one, from anywhere; `measure`,
-`analyze`, `describe` and the report (text, JSON, HTML) then include it without any other change.
+`analyze`, `describe` and the report (text, JSON, HTML) then include it without any other change. Its ``options``
+table (`Option`: kind, default, budget) declares what it reads from ``context.options``; `measure` checks every
+option against the chosen diagnostics' tables before any loop runs. What a user's diagnostic raises or returns that a
+report cannot hold is a `DiagnosticError` naming it; NaN/Inf in any result is flagged on the row.
 """
 from ._base import (
-    Diagnostic, MeasureContext, get_diagnostic, list_diagnostics, register_diagnostic, unregister_diagnostic
+    Diagnostic, DiagnosticDefinitionError, DiagnosticError, MeasureContext, Option, check_options, get_diagnostic,
+    list_diagnostics, register_diagnostic, unregister_diagnostic
 )
 from ._fixed_points import FixedPointsMeasurement
 from ._halting import HaltingMeasurement
@@ -25,7 +29,7 @@ from ._results import (
     ClusterMeasurement, DiagnosticResult, EigenvaluesMeasurement, EnergyMeasurement, LyapunovMeasurement, RegimeMeasurement, SpectralNormMeasurement
 )
 
-__all__ = ["Diagnostic", "MeasureContext", "get_diagnostic", "list_diagnostics", "register_diagnostic",
+__all__ = ["Diagnostic", "DiagnosticError", "DiagnosticDefinitionError", "Option", "check_options", "MeasureContext", "get_diagnostic", "list_diagnostics", "register_diagnostic",
            "unregister_diagnostic", "measure", "DiagnosticResult", "SpectralNormMeasurement", "EigenvaluesMeasurement",
            "LyapunovMeasurement", "ClusterMeasurement", "EnergyMeasurement", "RegimeMeasurement",
            "FixedPointsMeasurement", "HaltingMeasurement", "LoopDepthMeasurement"]

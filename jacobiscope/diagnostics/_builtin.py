@@ -1,5 +1,9 @@
-"""The built-in diagnostics, registered in the order they run (the regime verdict last: it reads the others)."""
-from ._base import register_diagnostic
+"""The built-in diagnostics, registered in the order they run (the regime verdict last: it reads the others).
+
+They register on the registry's first use, before any user registration can land, so a user's diagnostic named
+like a built-in is refused (not silently overwritten when the built-ins load later).
+"""
+from ._base import _register_builtin
 from ._clusters import Clusters
 from ._eigenvalues import Eigenvalues
 from ._energy import Energy
@@ -14,4 +18,4 @@ BUILTIN = (SpectralNorm(), Eigenvalues(), Lyapunov(), Clusters(), Energy(), Fixe
 BUILTIN_NAMES = tuple(d.name for d in BUILTIN)
 
 for _diagnostic in BUILTIN:
-    register_diagnostic(_diagnostic, replace=True)
+    _register_builtin(_diagnostic)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..errors import ConvergenceWarning
-from ._base import Diagnostic, MeasureContext
+from ._base import Diagnostic, MeasureContext, Option
 from ._results import DiagnosticResult
 
 
@@ -38,6 +38,17 @@ class FixedPoints(Diagnostic):
     name = "fixed_points"
     result_type = FixedPointsMeasurement
     default = False
+    options = {
+        "basin_starts": Option("count", 8, maximum=4096, doc="perturbed starts, each run the full loops"),
+        "basin_noise": Option("tolerance", 0.1, doc="perturbation, relative to the RMS of x0"),
+        "basin_rtol": Option("tolerance", 1e-2, doc="relative RMS distance under which two end states are one"),
+    }
+    def check_budget(self, state_size, loops, options):
+        from .._validation import within_budget
+
+        # every start runs the whole trajectory again: the starts x loops are loops of the map, on the loops budget
+        within_budget(options.get("basin_starts", 8), "basin_starts", "loops", per_unit=loops,
+                      unit="loops of the map")
 
     def cost(self, state_size, loops, options):
         starts = options.get("basin_starts", 8)

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ._base import Diagnostic, MeasureContext
+from ._base import Diagnostic, MeasureContext, Option
 from ._results import DiagnosticResult
 
 
@@ -32,6 +32,11 @@ class Halting(Diagnostic):
     name = "halting"
     result_type = HaltingMeasurement
     default = False
+    options = {
+        "halting_thresholds": Option("thresholds", (1e-2, 1e-3, 1e-4), maximum=64,
+                                     doc="relative-change thresholds, one exit-rule replay each"),
+        "halting_agree_rtol": Option("tolerance", 1e-2, doc="state agreement tolerance when there is no readout"),
+    }
 
     def cost(self, state_size, loops, options):
         return {"forward": 0.05 * (loops + 1)}
@@ -62,8 +67,17 @@ class Halting(Diagnostic):
 
 def _outputs(readout, states: torch.Tensor) -> torch.Tensor:
     """The readout's prediction per token at every loop: ``[T+1, tokens]`` (argmax of its last dimension)."""
+    from ._loop_depth import readout_logits
+
     with torch.no_grad():
-        return torch.stack([readout(state).argmax(-1).reshape(-1) for state in states])
+        outputs = [readout_logits(readout, state, t).argmax(-1).reshape(-1) for t, state in enumerate(states)]
+    if len({tuple(output.shape) for output in outputs}) > 1:
+        from ..errors import StepOutputError
+
+        raise StepOutputError(f"the map's readout (meta['readout']) returned logits of different shapes along the loop "
+                              f"({sorted({tuple(o.shape) for o in outputs})}) — it must give one prediction per "
+                              "position at every loop")
+    return torch.stack(outputs)
 
 
 def _replay(threshold: float, change: torch.Tensor, tokens: torch.Tensor, outputs, rtol: float) -> dict:

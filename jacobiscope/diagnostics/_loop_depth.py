@@ -54,13 +54,27 @@ class LoopDepth(Diagnostic):
             return None
         states = context.states[: context.last_finite + 1]
         trained = meta.get("loops")
-        reference = int(trained) if isinstance(trained, int) and 0 < trained <= context.last_finite else (
-            context.last_finite)
+        usable = isinstance(trained, int) and not isinstance(trained, bool) and 0 < trained
+        reference = trained if usable and trained <= context.last_finite else context.last_finite
+        if trained is not None and not usable:
+            context.flags.append(f"loop_depth: the map's meta['loops'] is {trained!r} ({type(trained).__name__}), not a "
+                                 f"loop count — compared with the last loop {reference} instead; set meta['loops'] to "
+                                 "the trained depth (an int >= 1)")
+        elif usable and trained > context.last_finite:
+            context.flags.append(f"loop_depth: the trained depth meta['loops']={trained} is beyond the measured loops "
+                                 f"(last finite loop {context.last_finite}) — compared with loop {reference}; run "
+                                 f"loops >= {trained} to compare with the trained depth")
         # The readout takes a state as the map's own step does: with its batch dimension of one, or none.
         own = (lambda state: state) if meta.get("unbatched_original") else (lambda state: state.unsqueeze(0))
         with torch.no_grad():
-            logits = [readout(own(state)).detach().to(torch.float64) for state in states]
-            scores = [float(quality(own(state))) for state in states] if callable(quality) else []
+            logits = [readout_logits(readout, own(state), t) for t, state in enumerate(states)]
+            scores = [_score(quality, own(state), t) for t, state in enumerate(states)] if callable(quality) else []
+        shapes = sorted({tuple(value.shape) for value in logits})
+        if len(shapes) > 1:
+            from ..errors import StepOutputError
+
+            raise StepOutputError(f"the map's readout (meta['readout']) returned logits of different shapes along the "
+                                  f"loop ({shapes}) — it must give the same [..., classes] at every loop")
         target = torch.log_softmax(logits[reference], dim=-1)
         kl, agreement = [], []
         for value in logits:
@@ -68,7 +82,11 @@ class LoopDepth(Diagnostic):
             kl.append(float((target.exp() * (target - log_p)).sum(-1).mean()))
             agreement.append(float((value.argmax(-1) == logits[reference].argmax(-1)).to(torch.float64).mean()))
         curve = scores or agreement
-        peak_loop = max(range(len(curve)), key=lambda t: (curve[t], -t))
+        finite = [t for t in range(len(curve)) if math.isfinite(curve[t])]
+        if not finite:  # every score NaN/Inf: no peak to name (the NaN/Inf flag says why)
+            return LoopDepthMeasurement(reference_loop=reference, kl=kl, agreement=agreement, quality=scores,
+                                        peak_loop=0, peak=math.nan, collapse_loop=None)
+        peak_loop = max(finite, key=lambda t: (curve[t], -t))  # a NaN score never wins (nor breaks) the comparison
         collapse = next((t for t in range(peak_loop + 1, len(curve)) if curve[t] < 0.5 * curve[peak_loop]), None)
         return LoopDepthMeasurement(reference_loop=reference, kl=kl, agreement=agreement, quality=scores,
                                     peak_loop=peak_loop, peak=curve[peak_loop], collapse_loop=collapse)
@@ -98,3 +116,43 @@ class LoopDepth(Diagnostic):
         right.set_title("divergence from the output at the trained depth")
         right.legend(fontsize="x-small")
         return figure
+
+
+def readout_logits(readout, state: torch.Tensor, loop: int) -> torch.Tensor:
+    """The map's readout (``meta["readout"]``) at one state, checked: a floating tensor of logits ``[..., classes]``
+    (what it raises or returns otherwise is named as the readout's, with the loop)."""
+    from ..errors import StepError, StepOutputError
+
+    try:
+        value = readout(state)
+    except Exception as error:
+        raise StepError(f"the map's readout (meta['readout']) raised {type(error).__name__} at loop {loop}: {error} — "
+                        "fix the readout: state -> logits [..., classes]") from error
+    if not isinstance(value, torch.Tensor) or not value.is_floating_point() or value.dim() < 1 or value.shape[-1] < 1:
+        shown = f"a {value.dtype} tensor of shape {list(value.shape)}" if isinstance(value, torch.Tensor) else (
+            f"{type(value).__name__} {value!r}"[:80])
+        raise StepOutputError(f"the map's readout (meta['readout']) returned {shown} at loop {loop}, expected a float "
+                              "tensor of logits [..., classes] — return the logits, not predictions or a scalar")
+    return value.detach().to(torch.float64)
+
+
+def _score(quality, state: torch.Tensor, loop: int) -> float:
+    """The map's own quality score (``meta["quality"]``) at one state: one real number (NaN/Inf kept, then flagged)."""
+    from ..errors import StepError, StepOutputError
+
+    try:
+        value = quality(state)
+    except Exception as error:
+        raise StepError(f"the map's quality score (meta['quality']) raised {type(error).__name__} at loop {loop}: "
+                        f"{error} — fix it: state -> one number, higher is better") from error
+    if isinstance(value, torch.Tensor) and value.numel() == 1 and not value.is_complex():
+        value = value.item()
+    if isinstance(value, bool) or not isinstance(value, (int, float)) and not (
+            hasattr(value, "dtype") and getattr(value, "ndim", 1) == 0 and value.dtype.kind in "iuf"):
+        if isinstance(value, bool):
+            return float(value)  # solved / not solved
+        shown = f"a tensor of shape {list(value.shape)}" if isinstance(value, torch.Tensor) else (
+            f"{type(value).__name__} {value!r}"[:80])
+        raise StepOutputError(f"the map's quality score (meta['quality']) returned {shown} at loop {loop}, expected "
+                              "one number — return a float (or a one-element tensor), higher is better")
+    return float(value)

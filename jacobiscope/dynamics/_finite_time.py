@@ -20,8 +20,9 @@ import torch
 
 from ..errors import ArgumentError, StepError
 from ..linalg.operators import forward_ad_context
-from ..maps import LoopedMap, as_looped_map
-from .._validation import floating_dtype, nonnegative_int, optional_positive_int, positive_int, seed_int
+from ..maps import LoopedMap, as_looped_map, steps_per_loop
+from .._validation import (_is_int, floating_dtype, nonnegative_int, optional_positive_int, positive_int, seed_int,
+                           within_budget)
 from .lyapunov import lyapunov_spectrum
 
 __all__ = ["finite_time_exponents", "FiniteTimeExponents"]
@@ -117,15 +118,19 @@ def finite_time_exponents(
     independent estimate rather than one column of a QR of all starts together. A step that vmap cannot batch
     (data-dependent Python control flow) runs start by start instead (``batched=False``), with the same numbers.
     """
-    positive_int(loops, "loops")
-    positive_int(k, "k")
-    nonnegative_int(transient, "transient")
-    optional_positive_int(chunk_size, "chunk_size")
+    loops = positive_int(loops, "loops")
+    k = within_budget(k, "k", unit="tangent vectors")
+    transient = nonnegative_int(transient, "transient")
+    chunk_size = optional_positive_int(chunk_size, "chunk_size")
     floating_dtype(dtype, "dtype")
     seed = seed_int(seed)
-    if isinstance(starts, bool) or not isinstance(starts, int) or starts < 2:
+    if not _is_int(starts) or starts < 2:
         raise ArgumentError(f"starts must be an int >= 2 (the spread of one start is undefined), got {starts!r} — "
                             "pass e.g. starts=8, or call jacobiscope.lyapunov_spectrum for a single estimate.")
+    starts = int(starts)
+    # starts trajectories of transient + loops each: the work is their product, checked against the loop budget
+    within_budget(transient + loops, "transient + loops", "loops", per_unit=starts * steps_per_loop(step),
+                  unit="loops of the step over all starts")
     looped = as_looped_map(step, batch_dims=batch_dims).detached()
     if dtype is not None:
         looped = looped.to(dtype=dtype)

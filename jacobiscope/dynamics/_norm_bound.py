@@ -7,7 +7,7 @@ import torch
 
 from ..linalg.svd import spectral_norm
 from ..maps import LoopedMap, as_looped_map, require_precision
-from .._validation import positive_int, seed_int, tolerance
+from .._validation import seed_int, tolerance, within_budget
 from ._anatomy import call_on_loop, matching_norm, per_trajectory_min, read_anatomy
 from ._submaps import inner_map
 
@@ -82,7 +82,7 @@ def norm_bound(looped_map: LoopedMap, x: torch.Tensor | None = None, *, tol: flo
         which norm it found.
     """
     tol = tolerance(tol, "tol")
-    positive_int(max_iter, "max_iter")
+    max_iter = within_budget(max_iter, "max_iter", "iterations", unit="iterations")
     seed = seed_int(seed)
     looped_map = as_looped_map(looped_map).detached()
     anatomy = read_anatomy(looped_map, "norm_bound")

@@ -22,8 +22,8 @@ import torch
 
 from ..errors import ArgumentError, ConvergenceWarning, NonFiniteWarning, StateError
 from ..linalg.operators import JacobianOperator, check_map_at
-from ..maps import LoopedMap, as_looped_map, require_precision
-from .._validation import nonnegative_int, positive_int, seed_int, tolerance
+from ..maps import LoopedMap, as_looped_map, require_precision, steps_per_loop
+from .._validation import nonnegative_int, seed_int, tolerance, within_budget
 from ._anatomy import read_anatomy
 from ._submaps import drive_map
 from .energy import pseudo_energy
@@ -117,13 +117,15 @@ def symmetric_eigenpairs(looped_map: LoopedMap, x: torch.Tensor | None = None, k
     if which not in _WHICH:
         raise ArgumentError(f"which must be one of {_WHICH}, got {which!r} — pass which='largest'.")
     tol = tolerance(tol, "tol")
-    nonnegative_int(max_restarts, "max_restarts")
+    max_restarts = nonnegative_int(max_restarts, "max_restarts")
+    if max_restarts:
+        within_budget(max_restarts, "max_restarts", "iterations", unit="restarts")
     seed = seed_int(seed)
     looped_map = as_looped_map(looped_map).detached()
     x = looped_map.prepare_state(x)
     require_precision(x, "symmetric_eigenpairs")
     size = looped_map.state_size(x)
-    positive_int(k, "k")
+    k = within_budget(k, "k", "eigen_k", unit="eigenpairs")
     if k > size:
         raise ArgumentError(f"k={k} is larger than the state size D={size} — pass k <= {size}.")
     m = _krylov_size(krylov_dim, k, size)
@@ -327,7 +329,7 @@ def symmetric_overlap_along_loop(looped_map: LoopedMap, x0: torch.Tensor | None 
 
     Each state costs one `symmetric_eigenpairs` solve.
     """
-    positive_int(loops, "loops")
+    loops = within_budget(loops, "loops", per_unit=steps_per_loop(looped_map), unit="loops of the step")
     reference = _reference_loop(reference, loops)
     looped_map = as_looped_map(looped_map)
     states = looped_map.trajectory(x0, loops, on_nonfinite="raise")

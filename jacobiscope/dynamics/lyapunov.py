@@ -10,7 +10,8 @@ import torch
 from ..errors import ArgumentError, NonFiniteWarning
 from ..linalg.operators import check_map_at
 from ..maps import as_looped_map, require_precision
-from .._validation import floating_dtype, nonnegative_int, optional_positive_int, positive_int, positive_number, seed_int
+from .._validation import (floating_dtype, nonnegative_int, optional_positive_int, positive_int, positive_number,
+                           seed_int, within_budget)
 from ._tangent_policy import LoopRunner
 from ._tangent_step import orthonormalize_frame
 
@@ -131,10 +132,15 @@ def lyapunov_spectrum(
     # Arguments first (cheap), then the state, then one checked step: nothing runs on a bad call.
     if method not in ("qr", "two_trajectory"):
         raise ArgumentError(f"method must be 'qr' or 'two_trajectory', got {method!r}.")
-    for name, value in (("steps", steps), ("reorth_every", reorth_every)):
-        positive_int(value, name)
-    nonnegative_int(transient, "transient")
-    positive_int(k, "k")
+    steps = positive_int(steps, "steps")
+    reorth_every = positive_int(reorth_every, "reorth_every")
+    transient = nonnegative_int(transient, "transient")
+    # transient + steps loops run, k jvps each: both against their budgets before the first loop.
+    from ..maps import steps_per_loop
+
+    power = steps_per_loop(step)
+    within_budget(transient + steps, "transient + steps", "loops", per_unit=power, unit="loops of the step")
+    k = within_budget(k, "k")
     if method == "two_trajectory" and k != 1:
         raise ArgumentError("method='two_trajectory' estimates the largest exponent only: use k=1.")
     seed = seed_int(seed)

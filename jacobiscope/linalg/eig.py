@@ -8,7 +8,7 @@ import torch
 
 from ..errors import ArgumentError, ConvergenceWarning, NonFiniteWarning
 from ..maps import as_looped_map, require_precision
-from .._validation import nonnegative_int, seed_int, tolerance
+from .._validation import nonnegative_int, seed_int, tolerance, within_budget
 from .dense import DEFAULT_MAX_BYTES, _dense, check_dense_budget, check_max_bytes
 from .operators import check_map_at, jacobian_matmat
 
@@ -89,13 +89,24 @@ def jacobian_eigenvalues(
     the restart keeps an orthonormal basis of the wanted Ritz vectors' invariant subspace, as done here.
     """
     tol = tolerance(tol, "tol")  # NaN never converges, a negative tol always warns
-    nonnegative_int(max_restarts, "max_restarts")  # -1 ended in "AssertionError: unreachable"
-    nonnegative_int(dense_limit, "dense_limit")
+    max_restarts = nonnegative_int(max_restarts, "max_restarts")  # -1 ended in "AssertionError: unreachable"
+    if max_restarts:
+        within_budget(max_restarts, "max_restarts", "iterations", unit="restarts")  # tol=0 never converges
+    dense_limit = nonnegative_int(dense_limit, "dense_limit")
+    if k is not None and not isinstance(k, bool):
+        from .._validation import _is_int
+
+        # checked for its kind and range by _resolve_method (its wording names k=None); here only the budget
+        k = within_budget(k, "k", "eigen_k", unit="eigenvalues") if _is_int(k) and k >= 1 else k
     seed = seed_int(seed)
     check_max_bytes(max_bytes)
-    if krylov_dim is not None and (isinstance(krylov_dim, bool) or not isinstance(krylov_dim, int) or krylov_dim < 1):
-        raise ArgumentError(f"krylov_dim must be None or a positive int (> k), got {krylov_dim!r} — pass "
-                            "krylov_dim=None for the default max(2k + 1, k + 20).")
+    if krylov_dim is not None:
+        from .._validation import _is_int
+
+        if not _is_int(krylov_dim) or krylov_dim < 1:
+            raise ArgumentError(f"krylov_dim must be None or a positive int (> k), got {krylov_dim!r} — pass "
+                                "krylov_dim=None for the default max(2k + 1, k + 20).")
+        krylov_dim = int(krylov_dim)  # capped at the state size below
     looped_map = as_looped_map(step, batch_dims=batch_dims).detached()
     x = looped_map.prepare_state(x)
     require_precision(x, "jacobian_eigenvalues")

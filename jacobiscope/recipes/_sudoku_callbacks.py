@@ -91,29 +91,149 @@ class TimeBudgetCallback(TrainerCallback):
         return control
 
 
+BEST = "best"
+BEST_MARKER = "accuracy.json"  # written into best/ after its weights: the step and hash best/ holds
+_BEST_PARTIAL, _BEST_OLD = ".best.partial", ".best.old"
+
+
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _best_holds(folder: Path, record: dict) -> bool:
+    """Whether ``folder`` is a complete best/ holding the weights of ``record`` (its step and kind, and the
+    hash its marker recorded when it was written)."""
+    try:
+        marker = json.loads((folder / BEST_MARKER).read_text())
+    except (OSError, ValueError):
+        return False
+    if not isinstance(marker, dict) or marker.get("step") != record.get("step"):
+        return False
+    if marker.get("weights", "raw") != record.get("weights", "raw"):
+        return False
+    weights = folder / "model.safetensors"
+    if not (folder / "config.json").is_file() or not weights.is_file():
+        return False
+    expected = marker.get("model_sha256")
+    return expected is None or _sha256(weights) == expected  # markers written before the hash: trust the step
+
+
+def _write_best(model, record: dict, out_dir: Path) -> None:
+    """Replace ``out_dir/best`` by ``model`` with ``record`` as its marker, so that a kill at any instant leaves
+    either the old best/ or the new one complete (or, between two renames, a complete copy `_repair_best` puts
+    back): written into a side folder, the marker last, then swapped in by renames."""
+    import shutil
+
+    partial, old, best = out_dir / _BEST_PARTIAL, out_dir / _BEST_OLD, out_dir / BEST
+    shutil.rmtree(partial, ignore_errors=True)
+    model.save_pretrained(partial)
+    marker = dict(record, model_sha256=_sha256(partial / "model.safetensors"))
+    atomic_write_text(partial / BEST_MARKER, json.dumps(marker))
+    shutil.rmtree(old, ignore_errors=True)
+    if best.exists():
+        os.replace(best, old)
+    os.replace(partial, best)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _repair_best(out_dir: Path, record: dict | None, model) -> str | None:
+    """Make best/ hold the weights of ``record`` (the save the validation history calls best). Returns what was
+    done (None when best/ was right): a copy left by an interrupted swap is put back, else the weights are rebuilt
+    from that step's checkpoint (raw weights, or its weight average for an EMA winner)."""
+    import shutil
+
+    best = out_dir / BEST
+    leftovers = [out_dir / _BEST_PARTIAL, out_dir / _BEST_OLD]
+    if record is None:
+        return None
+    if _best_holds(best, record):
+        for folder in leftovers:
+            shutil.rmtree(folder, ignore_errors=True)
+        return None
+    step, kind = record["step"], record.get("weights", "raw")
+    for folder in leftovers:
+        if _best_holds(folder, record):
+            shutil.rmtree(out_dir / (_BEST_OLD if folder.name == _BEST_PARTIAL else _BEST_PARTIAL), ignore_errors=True)
+            if best.exists():
+                shutil.rmtree(best)
+            os.replace(folder, best)
+            return f"best/ put back from {folder.name} (a swap was interrupted)"
+    checkpoint = out_dir / f"checkpoint-{step}"
+    needed = ["model.safetensors"] + (["ema.safetensors"] if kind == "ema" else [])
+    if not all((checkpoint / name).is_file() for name in needed):
+        warnings.warn(f"best/ in {out_dir} does not hold the weights of step {step}, which the validation history "
+                      f"calls best, and {checkpoint.name} (which held them) is gone: best/ is left as it is — retrain "
+                      "to that step, or choose from the remaining checkpoints", UserWarning, stacklevel=3)
+        return "left as it is"
+    from safetensors.torch import load_file
+
+    rebuilt = copy.deepcopy(model).eval()
+    with torch.no_grad():
+        state = rebuilt.state_dict()
+        for name in needed:
+            for key, value in load_file(str(checkpoint / name)).items():
+                if key in state:
+                    state[key].copy_(value)
+    _write_best(rebuilt, record, out_dir)
+    done = f"best/ rebuilt from {checkpoint.name} ({kind} weights, the step the validation history calls best)"
+    warnings.warn(f"{done} in {out_dir}: an earlier process was stopped while writing best/", UserWarning, stacklevel=3)
+    return done
+
+
 class _AccuracyCallback(TrainerCallback):
     """Board accuracy on the validation puzzles at each save (raw and EMA weights, mean over the validation loop
     counts); keeps the better as ``best/``. Ties — above all a run that has solved no board yet, where every save
     scores 0 — go to the higher blank-cell accuracy, so ``best/`` follows the training instead of staying at the
-    first save."""
+    first save.
 
-    def __init__(self, puzzles, solutions, ema: EMACallback | None, out_dir: Path, loops: list[int]):
+    ``best/`` is always the save the history calls best: it is written atomically after the history, with a marker
+    (step, kind, hash), and `on_train_begin` repairs it on resume. Scores are compared only between saves validated
+    on the same puzzles (``validation_key``): a resumed run with other validation puzzles scores its starting point
+    again and chooses among the new scores."""
+
+    def __init__(self, puzzles, solutions, ema: EMACallback | None, out_dir: Path, loops: list[int],
+                 validation_key: dict | None = None):
         self.puzzles, self.solutions, self.ema, self.out_dir = puzzles, solutions, ema, out_dir
         self.loops = [int(count) for count in loops]
+        self.validation_key = validation_key
         self.best, self.best_key = -1.0, (-1.0, -1.0)
         self.history: list[dict] = []
+        self.repaired: str | None = None
         previous = out_dir / "accuracy_history.json"
         if previous.exists():  # a resumed run continues the record and the best score
             self.history = json.loads(previous.read_text())
 
+    def _comparable(self, entry: dict) -> bool:
+        return "validation" not in entry or self.validation_key is None or entry["validation"] == self.validation_key
+
+    def best_record(self) -> dict | None:
+        """The history's best record among comparable ones (the first of equal scores, as saves replace best/ only
+        when strictly better)."""
+        best = None
+        for entry in self.history:
+            if self._comparable(entry) and (best is None or self._key(entry) > self._key(best)):
+                best = entry
+        return best
+
     def on_train_begin(self, args, state, control, model=None, **kwargs):
         # Records past the resumed step belong to a save that was interrupted: the run will redo those steps.
         self.history = [entry for entry in self.history if entry["step"] <= state.global_step]
-        self.best_key = max((self._key(entry) for entry in self.history), default=(-1.0, -1.0))
+        chosen = self.best_record()
+        self.best_key = self._key(chosen) if chosen is not None else (-1.0, -1.0)
         self.best = self.best_key[0]
-        if state.global_step and not any(entry["step"] == state.global_step for entry in self.history):
-            # The process died while validating the checkpoint it resumes from: score it now, as it would have been.
+        if state.global_step and not any(entry["step"] == state.global_step and self._comparable(entry)
+                                         for entry in self.history):
+            # The process died while validating the checkpoint it resumes from (or the validation puzzles changed):
+            # score it now, as it would have been.
             self.on_save(args, state, control, model=model)
+        if state.global_step:
+            self.repaired = _repair_best(self.out_dir, self.best_record(), model)
 
     @staticmethod
     def _key(record: dict) -> tuple:
@@ -145,12 +265,13 @@ class _AccuracyCallback(TrainerCallback):
                   **{f"validation_cell_accuracy_{name}": value for name, value in cells.items()},
                   "per_loop": {name: {str(k): v for k, v in values.items()} for name, values in per_loop.items()},
                   "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
+        if self.validation_key is not None:
+            record["validation"] = self.validation_key
         self.history.append(record)
         atomic_write_text(self.out_dir / "accuracy_history.json", json.dumps(self.history, indent=1))
         if self._key(record) > self.best_key:
             self.best, self.best_key = accuracy, self._key(record)
-            candidates[winner].save_pretrained(self.out_dir / "best")
-            atomic_write_text(self.out_dir / "best" / "accuracy.json", json.dumps(record))
+            _write_best(candidates[winner], record, self.out_dir)
         print(f"[sudoku] step {state.global_step}: validation board accuracy {per_loop}, blank cells "
               f"{cells[winner]:.3f} (best {self.best:.3f})",
               flush=True)

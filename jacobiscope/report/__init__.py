@@ -23,6 +23,7 @@ pandas; both are imported only when called.
 """
 from __future__ import annotations
 
+from ._json import ReportFormatError, ReportSourceError
 from ._plots import ReportDisplay
 from ._report import Report
 from ._schema import (  # noqa: F401 - the schema constants are public too
@@ -30,4 +31,4 @@ from ._schema import (  # noqa: F401 - the schema constants are public too
     LayerResult,
 )
 
-__all__ = ["LayerResult", "Report", "ReportDisplay", "MODES", "REGIMES", "DATAFRAME_COLUMNS"]
+__all__ = ["LayerResult", "Report", "ReportDisplay", "ReportFormatError", "ReportSourceError", "MODES", "REGIMES", "DATAFRAME_COLUMNS"]

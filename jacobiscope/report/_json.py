@@ -6,14 +6,25 @@ import json
 import math
 import os
 import re
+import stat
 from pathlib import Path
 
-from .._io import atomic_write_text, check_file_path, path_error
+from .._io import NotARegularFileError, atomic_write_text, check_file_path, path_error
+from ..errors import JacobiscopeError
 from ._schema import (
     FORMAT, FORMAT_VERSION, _FLOAT_DICT_KEYS, _FLOAT_LIST_FIELDS, _FLOAT_SCALAR_FIELDS, _SPECTRAL_NORM_FLOAT_KEYS,
     LayerResult,
 )
 from ._values import _plain
+
+
+class ReportFormatError(JacobiscopeError, ValueError):
+    """A file or text given to `Report.from_json` is not a jacobiscope report (not JSON, truncated, another tool's,
+    edited into wrong types), or a report cannot be written as JSON; the message names the problem and the fix."""
+
+
+class ReportSourceError(JacobiscopeError, TypeError):
+    """`Report.from_json` was given something that is neither a path nor JSON text."""
 
 
 _NONFINITE_VALUES = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
@@ -69,7 +80,7 @@ def _encode_row(row: dict, pointer: str, nonfinite: dict) -> dict:
 
 def _set_pointer(document, pointer: str, value) -> None:
     if not isinstance(pointer, str) or not pointer.startswith("/"):
-        raise ValueError(f"invalid report: nonfinite key {pointer!r} is not a JSON Pointer (it must start with '/') "
+        raise ReportFormatError(f"invalid report: nonfinite key {pointer!r} is not a JSON Pointer (it must start with '/') "
                          f"— the file was edited by hand; {_FIX}")
     tokens = [t.replace("~1", "/").replace("~0", "~") for t in pointer[1:].split("/")]
     target = document
@@ -84,7 +95,7 @@ def _set_pointer(document, pointer: str, value) -> None:
         else:
             raise KeyError(last)
     except (KeyError, IndexError, ValueError, TypeError):
-        raise ValueError(
+        raise ReportFormatError(
             f"invalid report: nonfinite entry {pointer!r} points to nothing in the file (was it edited by hand?) — "
             f"{_FIX}"
         ) from None
@@ -115,8 +126,17 @@ def report_to_json(report, path=None) -> str:
         "rows": rows,
         "nonfinite": nonfinite,
     }
-    text = _NUMBER_ARRAY.sub(_collapse_array, json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False))
-    text += "\n"
+    try:
+        text = json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False)
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            # A lone surrogate (a label cut out of a UTF-16 string): escaped as \udXXX, json reads it back as is.
+            text = json.dumps(document, indent=2, ensure_ascii=True, allow_nan=False)
+    except ValueError as error:  # an int of thousands of digits: Python refuses to print it
+        raise ReportFormatError(f"Report.to_json: a value cannot be written as JSON ({error}) — store such numbers "
+                                "as float or str") from None
+    text = _NUMBER_ARRAY.sub(_collapse_array, text) + "\n"
     if path is not None:
         atomic_write_text(path, text, what="Report.to_json")
     return text
@@ -126,17 +146,29 @@ def _read_source(source) -> tuple[str, str]:
     """(JSON text, how to name it in messages) from a path, JSON text or bytes."""
     if isinstance(source, (bytes, bytearray)):
         raw, name = bytes(source), "the JSON data"
+    elif isinstance(source, str) and source.startswith("\ufeff"):
+        return _read_source(source[1:])  # a byte-order mark kept by a decoder that did not strip it
     elif isinstance(source, str) and not source.strip():
-        raise ValueError(f"Report.from_json got an empty string — {_FIX} (its path or its text)")
+        raise ReportFormatError(f"Report.from_json got an empty string — {_FIX} (its path or its text)")
     elif isinstance(source, str) and source.lstrip()[:1] in ("{", "["):
         return source, "the JSON text"
     elif isinstance(source, (str, os.PathLike)):
         path = Path(os.fspath(source)).expanduser()
         name = repr(os.fspath(source))
         if "\0" in str(path):
-            raise ValueError(f"Report.from_json: {name} is neither JSON text nor a file path — {_FIX}")
+            raise ReportFormatError(f"Report.from_json: {name} is neither JSON text nor a file path — {_FIX}")
         try:
+            mode = path.stat().st_mode
+            if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+                # a FIFO without a writer would block the read forever; a device would be read without end
+                kind = "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device"
+                error = NotARegularFileError(f"Report.from_json: {name} is {kind}, not a report file — pass the "
+                                             f"path of a regular file; {_FIX}")
+                error.errno = errno.EINVAL
+                raise error
             raw = path.read_bytes()
+        except NotARegularFileError:
+            raise
         except FileNotFoundError:
             raise path_error(errno.ENOENT, f"Report.from_json: no such report file {name} — check the path; "
                                            f"{_FIX}") from None
@@ -150,15 +182,15 @@ def _read_source(source) -> tuple[str, str]:
             raise path_error(error.errno, f"Report.from_json: cannot read {name} ({error.strerror or error}) — "
                                           "check the path") from None
     else:
-        raise TypeError(f"Report.from_json expected a path or JSON text, got {type(source).__name__} — pass e.g. "
+        raise ReportSourceError(f"Report.from_json expected a path or JSON text, got {type(source).__name__} — pass e.g. "
                         "Report.from_json('report.json')")
     try:
         text = raw.decode("utf-8-sig")  # a byte-order mark (Windows editors) is not an error
     except UnicodeDecodeError as error:
-        raise ValueError(f"not a jacobiscope report: {name} is not UTF-8 text (byte {raw[error.start]:#04x} at "
+        raise ReportFormatError(f"not a jacobiscope report: {name} is not UTF-8 text (byte {raw[error.start]:#04x} at "
                          f"offset {error.start}) — {_FIX}") from None
     if not text.strip():
-        raise ValueError(f"not a jacobiscope report: {name} is empty — {_FIX} (an interrupted run writes nothing, "
+        raise ReportFormatError(f"not a jacobiscope report: {name} is empty — {_FIX} (an interrupted run writes nothing, "
                          "so rerun it)")
     return text, name
 
@@ -166,56 +198,72 @@ def _read_source(source) -> tuple[str, str]:
 def _check_document(data, name: str) -> None:
     """The top-level structure, before anything in it is trusted."""
     if not isinstance(data, dict):
-        raise ValueError(f"not a jacobiscope report: {name} holds a JSON {type(data).__name__}, expected an object "
+        raise ReportFormatError(f"not a jacobiscope report: {name} holds a JSON {type(data).__name__}, expected an object "
                          f"with rows, provenance and notes — {_FIX}")
     if "format" in data and data["format"] != FORMAT:
-        raise ValueError(f"not a jacobiscope report: format is {data['format']!r}, expected {FORMAT!r} (a file of "
+        raise ReportFormatError(f"not a jacobiscope report: format is {data['format']!r}, expected {FORMAT!r} (a file of "
                          f"another tool?) — {_FIX}")
     if "rows" not in data:
-        raise ValueError(f"not a jacobiscope report: {name} has no rows (keys: {', '.join(map(repr, sorted(data)))})"
+        raise ReportFormatError(f"not a jacobiscope report: {name} has no rows (keys: {', '.join(map(repr, sorted(data)))})"
                          f" — {_FIX}")
     version = data.get("format_version", FORMAT_VERSION)
     if isinstance(version, bool) or not isinstance(version, int):
-        raise ValueError(f"invalid report: format_version is {version!r} ({type(version).__name__}), expected an "
+        raise ReportFormatError(f"invalid report: format_version is {version!r} ({type(version).__name__}), expected an "
                          f"integer such as {FORMAT_VERSION} — the file was edited; {_FIX}")
     if version < 1:
-        raise ValueError(f"invalid report: format_version {version} was never written by jacobiscope (versions "
+        raise ReportFormatError(f"invalid report: format_version {version} was never written by jacobiscope (versions "
                          f"start at 1) — {_FIX}")
     if version > FORMAT_VERSION:
-        raise ValueError(
-            f"this report has format_version {version!r}; this jacobiscope reads up to {FORMAT_VERSION}. "
+        raise ReportFormatError(
+            f"this report has format_version {version!r}; this jacobiscope reads up to {FORMAT_VERSION} — "
             "Upgrade jacobiscope (pip install -U jacobiscope) to read it."
         )
     for key, kind, noun in (("rows", list, "a list"), ("provenance", dict, "an object"), ("notes", list, "a list"),
                             ("nonfinite", dict, "an object")):
         value = data.get(key)
         if value is not None and not isinstance(value, kind):
-            raise ValueError(f"invalid report: {key} is a JSON {type(value).__name__}, expected {noun} — the file "
+            raise ReportFormatError(f"invalid report: {key} is a JSON {type(value).__name__}, expected {noun} — the file "
                              f"was edited or written by another tool; {_FIX}")
     for i, row in enumerate(data["rows"]):
         if not isinstance(row, dict):
-            raise ValueError(f"invalid report: rows[{i}] is a JSON {type(row).__name__}, expected an object with "
+            raise ReportFormatError(f"invalid report: rows[{i}] is a JSON {type(row).__name__}, expected an object with "
                              f"the LayerResult fields — {_FIX}")
     for i, note in enumerate(data.get("notes") or []):
         if not isinstance(note, str):
-            raise ValueError(f"invalid report: notes[{i}] is {note!r}, expected a string — {_FIX}")
+            raise ReportFormatError(f"invalid report: notes[{i}] is {note!r}, expected a string — {_FIX}")
     for pointer, kind in (data.get("nonfinite") or {}).items():
         if kind not in _NONFINITE_VALUES:
-            raise ValueError(f"invalid report: nonfinite entry {pointer!r} is {kind!r}, expected 'nan', 'inf' or "
+            raise ReportFormatError(f"invalid report: nonfinite entry {pointer!r} is {kind!r}, expected 'nan', 'inf' or "
                              f"'-inf' — {_FIX}")
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _unique_keys(pairs):
+    data = {}
+    for key, value in pairs:
+        if key in data:
+            raise _DuplicateKey(key)
+        data[key] = value
+    return data
 
 
 def report_from_json(report_class, source):
     text, name = _read_source(source)
     try:
-        data = json.loads(text)
+        data = json.loads(text, object_pairs_hook=_unique_keys)
+    except _DuplicateKey as error:
+        raise ReportFormatError(f"invalid report: {name} has the key {error.args[0]!r} twice in one object (the file "
+                                f"was edited or merged; JSON readers would silently keep the last) — {_FIX}") from None
     except json.JSONDecodeError as error:
-        raise ValueError(f"not a jacobiscope report: {name} is not valid JSON ({error.msg} at line {error.lineno} "
+        raise ReportFormatError(f"not a jacobiscope report: {name} is not valid JSON ({error.msg} at line {error.lineno} "
                          f"column {error.colno}; truncated or edited?) — {_FIX}") from None
     except RecursionError:
-        raise ValueError(f"not a jacobiscope report: {name} nests JSON too deeply to be a report — {_FIX}") from None
+        raise ReportFormatError(f"not a jacobiscope report: {name} nests JSON too deeply to be a report — {_FIX}") from None
     except ValueError as error:  # e.g. an integer literal of thousands of digits
-        raise ValueError(f"not a jacobiscope report: {name} is not usable JSON ({error}) — {_FIX}") from None
+        raise ReportFormatError(f"not a jacobiscope report: {name} is not usable JSON ({error}) — {_FIX}") from None
     _check_document(data, name)
     for pointer, kind in (data.get("nonfinite") or {}).items():
         _set_pointer(data, pointer, _NONFINITE_VALUES[kind])
@@ -224,10 +272,10 @@ def report_from_json(report_class, source):
         try:
             rows.append(LayerResult.from_dict(row))
         except (ValueError, TypeError) as error:
-            raise ValueError(f"invalid report: rows[{i}]: {error} — {_FIX}") from None
+            raise ReportFormatError(f"invalid report: rows[{i}]: {error} — {_FIX}") from None
         problems = rows[-1].type_problems()
         if problems:
             shown = "; ".join(problems[:3]) + (f" (and {len(problems) - 3} more)" if len(problems) > 3 else "")
-            raise ValueError(f"invalid report: rows[{i}]: {shown} — the file was edited or written by another tool; "
+            raise ReportFormatError(f"invalid report: rows[{i}]: {shown} — the file was edited or written by another tool; "
                              f"{_FIX}")
     return report_class(rows=rows, provenance=data.get("provenance") or {}, notes=data.get("notes") or [])

@@ -327,10 +327,30 @@ def plot_report(report, rows=None) -> dict:
             continue
         carrying = [(row, label) for row, label in zip(selected, labels) if name in (row.extra or {})]
         if carrying:
-            figure = diagnostic.figure([row for row, _ in carrying], [label for _, label in carrying])
+            figure = _user_figure(diagnostic, [row for row, _ in carrying], [label for _, label in carrying])
             if figure is not None:
                 figures[name] = figure
     return figures
+
+
+def _user_figure(diagnostic, rows, labels):
+    """A registered (user) diagnostic's figure, or None; what it raises or returns instead of a matplotlib Figure is
+    named as its own (`DiagnosticError`), not left as a traceback from deep inside the report."""
+    from matplotlib.figure import Figure
+
+    from ..diagnostics._base import DiagnosticError
+
+    try:
+        figure = diagnostic.figure(rows, labels)
+    except Exception as error:
+        raise DiagnosticError(f"diagnostic {diagnostic.name!r} failed to draw its figure ({type(diagnostic).__name__}"
+                              f".figure raised {type(error).__name__}: {error}) — fix its figure method, or return "
+                              "None to draw nothing") from error
+    if figure is not None and not isinstance(figure, Figure):
+        shown = repr(figure) if len(repr(figure)) <= 60 else repr(figure)[:57] + "..."
+        raise DiagnosticError(f"diagnostic {diagnostic.name!r}.figure returned {shown} ({type(figure).__name__}), "
+                              "not a matplotlib Figure — return a matplotlib.figure.Figure, or None to draw nothing")
+    return figure
 
 
 class ReportDisplay:

@@ -387,6 +387,10 @@ class LayerResult:
             value = getattr(self, name)
             if value is not None and not isinstance(value, dict):
                 bad(name, value, "an object or null")
+        if isinstance(self.timings, dict):
+            for key, value in self.timings.items():
+                if not _is_number(value):
+                    bad(f"timings[{key!r}]", value, "a number of seconds")
         return problems
 
     def validate(self) -> list[str]:

@@ -88,8 +88,8 @@ def _diagnostic_columns(name: str, result) -> dict:
         try:
             typed = diagnostic.result_type.from_dict(result) if diagnostic.result_type is not None else result
             return dict(diagnostic.columns(typed))
-        except Exception:  # noqa: BLE001 - a user's column code must not break the report
-            return {name: "?"}
+        except Exception as error:  # noqa: BLE001 - a user's column code must not break the report, but says so
+            return {name: f"? ({type(error).__name__} in {type(diagnostic).__name__}.columns)"}
     return {name: result} if _is_number(result) or isinstance(result, str) else {}
 
 

@@ -8,6 +8,10 @@ from dataclasses import fields
 
 def _plain(value, where: str):
     """Plain JSON-able Python values; tensors and NumPy values through ``tolist()``, dtypes/devices/paths as str."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 14_000:
+        # ~4,200 digits: Python's int <-> str limit; json would refuse to write it (or read it back)
+        raise TypeError(f"{where} is an int of about {int(value.bit_length() * 0.30103):,} digits, which JSON "
+                        "readers refuse; store it as a float or a str")
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, dict):

@@ -12,7 +12,7 @@ from ..dynamics import lyapunov_spectrum, pseudo_energy
 from ..errors import ArgumentError, ConvergenceWarning
 from ..linalg import spectral_norm
 from ..maps import LoopedMap
-from .._validation import positive_int
+from .._validation import floating_dtype, nonnegative_int, positive_int
 
 __all__ = ["LyapunovCallback", "PseudoEnergyCallback"]
 
@@ -132,6 +132,9 @@ class LyapunovCallback(_TrainerAwareCallback):
                  dtype: torch.dtype | None = None, every: int = 1, max_iter: int = 100, trainer=None):
         super().__init__(every, trainer)
         _check_probe(probe, map_fn)
+        # checked here, not at the first evaluation hours into training
+        positive_int(steps, "steps"), nonnegative_int(transient, "transient"), positive_int(k, "k")
+        positive_int(max_iter, "max_iter"), floating_dtype(dtype, "dtype")
         self.probe, self.map_fn = probe, map_fn
         self.steps, self.transient, self.k, self.dtype, self.max_iter = steps, transient, k, dtype, max_iter
 

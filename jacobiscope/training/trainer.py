@@ -23,6 +23,7 @@ from .._validation import nonnegative_int, positive_int
 __all__ = ["SpectralRegTrainingArguments", "SpectralRegMixin", "SpectralRegTrainer", "SPECTRAL_STATE_NAME"]
 
 SPECTRAL_STATE_NAME = "spectral_reg_state.safetensors"
+_MAX_JACOBIAN_LOOPS = 4096  # loops run (with the graph kept) before every Jacobian penalty
 
 
 @dataclass
@@ -100,10 +101,37 @@ class _Options:
 
 
 def validate_options(options) -> None:
-    for name in ("spec_reg_weight", "jacobian_reg_weight", "energy_reg_weight"):
+    """Check every regularizer option once, before training: types (a bool is not a weight, a string is not a list
+    of module names), ranges, finiteness; `ArgumentError` names the option, what came and the fix."""
+    for name in ("spec_reg_weight", "jacobian_reg_weight", "energy_reg_weight", "jacobian_reg_target"):
         value = getattr(options, name)
-        if not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-            raise ArgumentError(f"{name} must be a finite number >= 0, got {value!r}.")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+            example = f"{name}=1.0 (the spectral norm aimed at)" if name == "jacobian_reg_target" else (
+                f"{name}=0.01 (0 turns it off)")
+            raise ArgumentError(f"{name} must be a finite number >= 0, got {value!r} — pass e.g. {example}.")
+    for name in ("spec_reg_exact", "spec_reg_include_biases", "spec_reg_log_per_module", "jacobian_reg_one_sided"):
+        value = getattr(options, name)
+        if not isinstance(value, bool):
+            raise ArgumentError(f"{name} must be True or False, got {value!r} — pass {name}=True or {name}=False.")
+    if options.loss_uses_num_items_in_batch is not None and not isinstance(options.loss_uses_num_items_in_batch, bool):
+        raise ArgumentError(f"loss_uses_num_items_in_batch must be None, True or False, got "
+                            f"{options.loss_uses_num_items_in_batch!r} — pass None to let the trainer decide.")
+    modules = options.spec_reg_target_modules
+    if modules is not None and (isinstance(modules, (str, bytes)) or not isinstance(modules, (list, tuple))
+                                or not modules or not all(isinstance(m, str) and m for m in modules)):
+        raise ArgumentError(f"spec_reg_target_modules must be None or a non-empty list of module names or glob "
+                            f"patterns, got {modules!r} — pass e.g. ['*.q_proj', '*.k_proj'] (a single name in a list).")
+    layers = options.jacobian_reg_layers
+    if layers is not None and (isinstance(layers, (str, bytes)) or not isinstance(layers, (list, tuple)) or not layers
+                               or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in layers)):
+        raise ArgumentError(f"jacobian_reg_layers must be None or a non-empty list of block indices >= 0, got "
+                            f"{layers!r} — pass e.g. [0, 3].")
+    max_loops = options.jacobian_reg_max_loops
+    if max_loops is not None:
+        nonnegative_int(max_loops, "jacobian_reg_max_loops")
+        if max_loops > _MAX_JACOBIAN_LOOPS:
+            raise ArgumentError(f"jacobian_reg_max_loops={max_loops} is over the budget of {_MAX_JACOBIAN_LOOPS} loops "
+                                "run before each penalty — pass a smaller value, or None for the model's loops.")
     if options.energy_reg not in (None, "e_single", "e_multi"):
         raise ArgumentError(f"energy_reg must be None, 'e_single' or 'e_multi', got {options.energy_reg!r}.")
     if options.energy_reg is not None and options.energy_reg_weight == 0:

@@ -100,9 +100,25 @@ def _path(path, what: str) -> Path:
 
 def _existing(path, what: str) -> Path:
     path = _path(path, what)
-    if not path.exists():
+    try:
+        exists = path.exists()
+    except (OSError, ValueError):  # a name too long for the file system
+        exists = False
+    if not exists:
         raise SudokuDataNotFoundError(f"{what} {str(path)!r} does not exist — check the path.")
+    _regular(path, what)
     return path
+
+
+def _regular(path: Path, what: str) -> None:
+    """A FIFO, a socket or a device is refused before it is opened: reading a FIFO without a writer blocks forever."""
+    import stat
+
+    mode = path.stat().st_mode
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        kind = "a FIFO (named pipe)" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device"
+        raise SudokuFileError(f"{what} {str(path)!r} is {kind}, not a regular file — reading it could block forever; "
+                              "pass the path of a csv file (or a folder holding the benchmark files).", path)
 
 
 def _read_csv(path, header, limit):
