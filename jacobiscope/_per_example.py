@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -209,7 +210,11 @@ def solved_from_sudoku_eval(record, split: str = "id", loops: int = 32) -> list[
         if not path.is_file():
             raise ArgumentError(f"no sudoku eval record at {str(path)!r} — pass the file written by "
                                 "'jacobiscope sudoku eval MODEL --json FILE', or its parsed dict")
-        record = json.loads(path.read_text())
+        try:  # utf-8-sig: a record re-saved by an editor that adds a byte-order mark still reads
+            record = json.loads(path.read_text(encoding="utf-8-sig"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as error:
+            raise ArgumentError(f"{str(path)!r} is not a sudoku eval record: not JSON ({error}) — pass the file "
+                                "written by 'jacobiscope sudoku eval MODEL --json FILE'") from None
     if not isinstance(record, dict) or not isinstance(record.get("puzzles"), dict):
         raise ArgumentError("the record has no per-puzzle results ('puzzles') — pass the JSON that "
                             "'jacobiscope sudoku eval MODEL --json FILE' writes")
@@ -220,7 +225,14 @@ def solved_from_sudoku_eval(record, split: str = "id", loops: int = 32) -> list[
     if isinstance(evaluated, list) and loops not in evaluated:
         raise ArgumentError(f"the record was evaluated at loops {evaluated}, not {loops!r} — pass one of them, or "
                             f"rerun 'jacobiscope sudoku eval' with --loops {loops}")
-    puzzles = sorted(splits[split], key=lambda entry: entry["index"])
+    entries = splits[split]
+    if not isinstance(entries, list) or not all(
+            isinstance(entry, dict) and isinstance(entry.get("index"), int) and isinstance(entry.get("solved_at"), list)
+            for entry in entries):
+        raise ArgumentError(f"the record's puzzles[{split!r}] must be a list of {{'index': int, 'solved_at': [loop "
+                            "counts]} entries — the file was edited or written by another tool; rerun 'jacobiscope "
+                            "sudoku eval MODEL --json FILE'")
+    puzzles = sorted(entries, key=lambda entry: entry["index"])
     return [loops in entry["solved_at"] for entry in puzzles]
 
 
@@ -239,7 +251,16 @@ def point_biserial(values, solved, *, statistic: str = "value", resamples: int =
     with one class only, or a constant value, has no r and is skipped (``resamples`` counts the kept ones).
     """
     _check_resamples(resamples, seed)
-    values, solved = list(values), list(solved)
+    values, solved = _sequence(values, "values"), _sequence(solved, "solved")
+    for flag in solved:
+        if flag is not None and not isinstance(flag, (bool, numbers.Integral)) or (
+                isinstance(flag, numbers.Integral) and not isinstance(flag, bool) and flag not in (0, 1)):
+            raise ArgumentError(f"solved flags must be True / False (or 1 / 0, None for unknown), got {flag!r} — "
+                                "'no' or 2 is never read as a flag; pass one bool per value")
+    for value in values:
+        if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Real)):
+            raise ArgumentError(f"values must be numbers (None or NaN for a missing one), got {value!r} — pass the "
+                                "statistic of each example as a float")
     if len(values) != len(solved):
         raise ArgumentError(f"{len(values)} values for {len(solved)} solved flags — pass one flag per value")
     kept = [(float(v), bool(s)) for v, s in zip(values, solved)
@@ -267,6 +288,18 @@ def point_biserial(values, solved, *, statistic: str = "value", resamples: int =
 
 
 # ---------------------------------------------------------------------------------------------- helpers
+def _sequence(items, name: str) -> list:
+    """A list of plain Python items from a list, tuple, 1-d tensor or array (tensor items as Python numbers)."""
+    if isinstance(items, (str, bytes, dict)) or not hasattr(items, "__iter__"):
+        raise ArgumentError(f"{name} must be a sequence (a list, tuple, 1-d tensor or array), got "
+                            f"{type(items).__name__} — pass one entry per example")
+    if hasattr(items, "tolist"):
+        items = items.tolist()
+        if not isinstance(items, list):
+            raise ArgumentError(f"{name} must be 1-d, got a 0-d array — pass one entry per example")
+    return list(items)
+
+
 def _pearson(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """Row-wise Pearson r of ``[B, n]`` samples; NaN where either row is constant."""
     dx = x - x.mean(-1, keepdim=True)

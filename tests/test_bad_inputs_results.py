@@ -9,7 +9,7 @@ import torch
 
 import jacobiscope
 from jacobiscope._per_example import point_biserial, solved_from_sudoku_eval
-from jacobiscope.errors import ArgumentError, MemoryBudgetError
+from jacobiscope.errors import ArgumentError
 
 silent = pytest.mark.guards("silent")
 internal = pytest.mark.guards("internal")
@@ -57,3 +57,67 @@ def test_loop_scaling_reads_results_json_entries_and_text_keys_alike():
     assert plain == stored
     assert plain["largest_drop"] == pytest.approx(0.02) and plain["drop_loops"] == 64
     assert plain["keeps_scaling"] is False and plain["parity_gap"] == pytest.approx(0.02)
+
+
+BISERIAL = [
+    pytest.param([0.1, 0.2, 0.3, 0.4], ["no", "yes", "no", "yes"], "got 'no'", id="text-flags-read-as-solved",
+                 marks=silent),
+    pytest.param([0.1, 0.2, 0.3, 0.4], [2, 0, 1, 0], "got 2", id="a-count-not-a-flag", marks=silent),
+    pytest.param(["a", 0.2], [True, False], "values must be numbers", id="text-value", marks=internal),
+    pytest.param([True, 0.2], [True, False], "values must be numbers", id="bool-value", marks=silent),
+    pytest.param(0.1, True, "must be a sequence", id="scalars", marks=internal),
+    pytest.param("0.1,0.2", [True, False], "must be a sequence", id="a-string-of-values", marks=silent),
+    pytest.param(torch.tensor(0.5), [True], "must be 1-d", id="a-0-d-tensor", marks=internal),
+]
+
+
+@pytest.mark.parametrize("values, solved, fragment", BISERIAL)
+def test_point_biserial_refuses_what_is_no_flag_or_number(values, solved, fragment):
+    with pytest.raises(ArgumentError) as caught:
+        point_biserial(values, solved, resamples=10)
+    assert fragment in str(caught.value) and " — " in str(caught.value)
+
+
+@pytest.mark.guards("hang")
+def test_point_biserial_resamples_have_a_budget():
+    with pytest.raises(ArgumentError, match=r"over the budget .* — pass resamples <="):
+        point_biserial([0.1, 0.2, 0.3, 0.4], [1, 0, 1, 0], resamples=10 ** 9)
+
+
+@pytest.mark.guards("silent")
+def test_point_biserial_takes_tensors_and_int_flags_as_the_plain_lists():
+    plain = point_biserial([0.1, 0.4, -0.3, -0.5], [True, True, False, False], resamples=50)
+    again = point_biserial(torch.tensor([0.1, 0.4, -0.3, -0.5], dtype=torch.float64), torch.tensor([1, 1, 0, 0]),
+                           resamples=50)
+    assert again.r == pytest.approx(plain.r, abs=1e-12) and again.ci_low == pytest.approx(plain.ci_low, abs=1e-12)
+
+
+RECORDS = [
+    pytest.param(b"{", "not JSON", id="truncated-json", marks=internal),
+    pytest.param(b"\xff\xfe{}", "not JSON", id="utf-16-bytes", marks=internal),
+    pytest.param(json.dumps({"puzzles": {"id": [{"x": 1}]}}).encode(), "list of {'index': int", id="entry-without-index",
+                 marks=internal),
+    pytest.param(json.dumps({"puzzles": {"id": {"0": [16]}}}).encode(), "list of {'index': int", id="entries-a-dict",
+                 marks=internal),
+    pytest.param(json.dumps({"puzzles": {"id": [{"index": 0, "solved_at": 16}]}}).encode(), "'solved_at'",
+                 id="solved-at-not-a-list", marks=silent),
+]
+
+
+@pytest.mark.parametrize("content, fragment", RECORDS)
+def test_solved_from_sudoku_eval_refuses_what_sudoku_eval_never_wrote(tmp_path, content, fragment):
+    path = tmp_path / "eval.json"
+    path.write_bytes(content)
+    with pytest.raises(ArgumentError) as caught:
+        solved_from_sudoku_eval(path, "id", loops=16)
+    assert fragment in str(caught.value) and "jacobiscope sudoku eval" in str(caught.value)
+    assert path.read_bytes() == content
+
+
+@pytest.mark.guards("internal")
+def test_a_record_with_a_byte_order_mark_reads_like_the_plain_one(tmp_path):
+    record = {"loops": [16], "puzzles": {"id": [{"index": 1, "solved_at": []}, {"index": 0, "solved_at": [16]}]}}
+    path = tmp_path / "eval.json"
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps(record).encode())
+    assert solved_from_sudoku_eval(path, "id", loops=16) == solved_from_sudoku_eval(record, "id", loops=16) == \
+        [True, False]
