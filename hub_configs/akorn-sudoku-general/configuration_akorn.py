@@ -7,6 +7,7 @@ import sys
 from transformers import PretrainedConfig
 
 
+# Copied from jacobiscope.models.itrsa.configuration_itrsa._ConfigError (single-model-file policy)
 def _ConfigError(message):
     """The library's ArgumentError (a ValueError) when jacobiscope is loaded, else ValueError: the Hub copy of this
     file must not import jacobiscope (transformers scans remote code for imports, and a Hub user may not have it)."""
@@ -15,6 +16,7 @@ def _ConfigError(message):
     return ValueError(message)
 
 
+# Copied from jacobiscope.models.itrsa.configuration_itrsa._int_field (single-model-file policy)
 def _int_field(name, value, low, high, example):
     """An int field in ``low..high`` (numpy ints too, never a bool): an edited config.json is refused at load."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not low <= value <= high:
@@ -23,6 +25,7 @@ def _int_field(name, value, low, high, example):
     return int(value)
 
 
+# Copied from jacobiscope.models.itrsa.configuration_itrsa._real_field (single-model-file policy)
 def _real_field(name, value, low, high, example, *, open_low=False):
     """A finite number in ``[low, high]`` (``(low, high]`` when ``open_low``): NaN, Inf or an absurd value is refused
     at load, not met as a NaN loss or a diverged loop."""
@@ -35,6 +38,7 @@ def _real_field(name, value, low, high, example, *, open_low=False):
     return float(value) if not isinstance(value, numbers.Integral) else value
 
 
+# Copied from jacobiscope.models.itrsa.configuration_itrsa._bool_field (single-model-file policy)
 def _bool_field(name, value, example):
     if not isinstance(value, bool):
         raise _ConfigError(f"config field {name} must be true or false, got {value!r} — set \"{name}\": "
