@@ -521,3 +521,13 @@ def test_a_bad_lyapunov_callback_option_is_refused_before_training(options, prob
 
     with pytest.raises(jacobiscope.errors.ArgumentError, match=problem):
         LyapunovCallback(torch.zeros(1, 81, dtype=torch.long), **options)
+
+
+@pytest.mark.guards("silent")
+def test_a_weight_average_that_never_starts_is_said(tmp_path):
+    """ema_start at or after max_steps leaves final_ema/ at the starting weights: a warning says so, with the fix."""
+    from jacobiscope.recipes.sudoku import SudokuRecipe, train_sudoku
+
+    recipe = SudokuRecipe(**{**TINY, "max_steps": 1, "ema_beta": 0.9, "ema_start": 5})
+    with pytest.warns(UserWarning, match=r"ema_start=5 is at or after max_steps=1.* — lower ema_start"):
+        train_sudoku(recipe, tmp_path / "run", progress=False)

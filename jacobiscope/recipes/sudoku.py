@@ -828,6 +828,11 @@ def _train_sudoku(recipe: SudokuRecipe, out_dir: Path, *, resume: bool, data_pat
 
     model = build_model(recipe)
     ema = EMACallback(recipe.ema_beta, recipe.ema_every, recipe.ema_start) if recipe.ema_beta > 0 else None
+    if ema is not None and 0 < recipe.max_steps <= recipe.ema_start:
+        # The average starts after the last step: final_ema/ would hold the starting weights, never a trained one.
+        warnings.warn(f"ema_start={recipe.ema_start} is at or after max_steps={recipe.max_steps}: the weight average "
+                      "never starts, so final_ema/ holds the untrained starting weights — lower ema_start (e.g. "
+                      f"{recipe.max_steps // 10}) or set ema_beta=0", UserWarning, stacklevel=2)
     accuracy = _AccuracyCallback(*validation, ema, out_dir, recipe.validation_loops or [recipe.loops],
                                  validation_key=_validation_key(recipe))
     arguments_class, trainer_class, regularizer_options = TrainingArguments, Trainer, {}
