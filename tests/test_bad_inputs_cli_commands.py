@@ -171,3 +171,17 @@ def test_a_limit_over_a_splits_size_is_said_not_silently_clamped(tmp_path, capsy
     assert status == 0
     note = "boards.csv: --limit 50 is more than its 1 puzzles; all 1 were used"
     assert note in out and json.loads((tmp_path / "eval.json").read_text())["notes"] == [note]
+
+
+@pytest.mark.parametrize("content, problem, fix", [
+    pytest.param("puzzle\n", "only a header line", "— check the path and the file's contents", id="header-only-csv"),
+    pytest.param("puzzle,solution\n" + "1" * 80 + "," + "1" * 81 + "\n", "81", "— ", id="short-puzzle-row"),
+])
+@pytest.mark.guards("internal")
+def test_a_data_error_written_as_sentences_puts_its_fix_after_the_dash(tmp_path, capsys, content, problem, fix):
+    """Loader messages read '<problem>. Check ...': the line names that fix, not a generic pointer to --help."""
+    split = tmp_path / "split.csv"
+    split.write_text(content)
+    status, lines, _ = _cli(capsys, ["sudoku", "eval", "itrsa-sudoku", "--split", split, "--loops", "2"])
+    assert status == 2 and len(lines) == 1 and ONE_LINE.match(lines[0]), lines
+    assert problem in lines[0] and fix in lines[0] and "see 'jacobiscope --help'" not in lines[0], lines[0]

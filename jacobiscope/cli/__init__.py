@@ -7,6 +7,7 @@ list|prepare|push`` handle the reference solvers. A mistake on the command line 
 """
 from __future__ import annotations
 
+import re
 import sys
 
 from ..errors import JacobiscopeError
@@ -24,9 +25,21 @@ _USER_ERRORS = (UsageError, JacobiscopeError, FileNotFoundError, PermissionError
                 NotADirectoryError)
 
 
+# A message written as sentences, "<problem>. Pass ...", names its fix in an imperative sentence: the line puts it
+# after the dash like every other one instead of appending a generic pointer to --help.
+_FIX_SENTENCE = re.compile(r"\.\s+(?=(?:Pass|Check|Use|Give|Choose|Rerun|Remove|Fix|Raise|Lower|Set|Drop|Keep|Write|"
+                           r"Convert|Reshape|Rename|Delete|Move|Save|Train|Install|Run)\b)")
+
+
 def _one_line(error: BaseException) -> str:
     text = " ".join(str(error).split()) or type(error).__name__
-    return text if " — " in text else f"{text} — see 'jacobiscope --help'"
+    if " — " in text:
+        return text
+    parts = _FIX_SENTENCE.split(text, maxsplit=1)
+    if len(parts) == 2 and parts[0] and parts[1]:
+        fix = parts[1].rstrip(".")
+        return f"{parts[0]} — {fix[0].lower()}{fix[1:]}"
+    return f"{text} — see 'jacobiscope --help'"
 
 
 def main(argv: list[str] | None = None) -> int:
