@@ -5,13 +5,13 @@ one table, checked once by `check_options` before any loop runs, for built-in an
 """
 from __future__ import annotations
 
-import difflib
 import math
 import operator
 from dataclasses import dataclass, field
 
 import torch
 
+from .._validation import did_you_mean as _did_you_mean
 from ..errors import ArgumentError, JacobiscopeError
 
 __all__ = ["Diagnostic", "DiagnosticError", "MeasureContext", "Option", "register_diagnostic",
@@ -328,11 +328,6 @@ def _cycle(name: str, requires) -> bool:
         seen.add(current)
         todo.extend(_REGISTRY[current].requires)
     return False
-
-
-def _did_you_mean(name, known) -> str:
-    close = difflib.get_close_matches(str(name), list(known), n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def register_diagnostic(diagnostic: Diagnostic, *, replace: bool = False) -> Diagnostic:
