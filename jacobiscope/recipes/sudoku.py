@@ -633,17 +633,19 @@ def _run_folder(out_dir) -> Path:
 
 def _refuse_output_inside_inputs(out: Path, inputs: dict) -> None:
     """Refuse a run folder that is, or lies inside, an input (training would write into it), or that holds the
-    ``init_from`` weights (best/ and final/ would replace what the run starts from)."""
-    target = out.resolve()
+    ``init_from`` weights (best/ and final/ would replace what the run starts from). Paths are compared as the
+    shared `jacobiscope._io.path_relation` compares them (symlinks, ``..``, hard links)."""
+    from .._io import path_relation
+
     for what, path in inputs.items():
         if path is None:
             continue
-        source = Path(os.fspath(path)).expanduser().resolve()
-        inside = target == source or source in target.parents
-        holds = what == "the init_from folder" and target in source.parents
-        if inside or holds:
-            relation = "is" if target == source else ("lies inside" if inside else "holds")
-            raise RecipeError(f"the run folder {str(out)!r} {relation} {what} ({str(path)!r}): training would write "
+        relation = path_relation(out, path)
+        if relation == "holds" and what != "the init_from folder":
+            relation = None
+        if relation is not None:
+            verb = {"same": "is", "inside": "lies inside", "holds": "holds"}[relation]
+            raise RecipeError(f"the run folder {str(out)!r} {verb} {what} ({str(path)!r}): training would write "
                               f"over its own input — choose another run folder (--out) outside {str(path)!r}")
 
 
