@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import inspect
 import math
-import numbers
 
 import torch
 
+from .._validation import _is_int, as_int
 from ..errors import ArgumentError
 
 __all__ = ["loop_counts", "check_solver", "check_votes", "check_batch_size", "check_predictions", "MAX_LOOPS"]
@@ -31,16 +31,9 @@ MAX_LOOPS = 100_000
 
 
 def _count(value) -> int | None:
-    """``value`` as an int when it is a whole number (numpy / torch integers too), else None; never a bool."""
-    if isinstance(value, bool) or (isinstance(value, torch.Tensor) and value.dtype == torch.bool):
-        return None
-    if isinstance(value, torch.Tensor):
-        if value.numel() != 1 or value.is_floating_point() or value.is_complex():
-            return None
-        return int(value)
-    if isinstance(value, numbers.Integral):
-        return int(value)
-    return None
+    """``value`` as a plain int when it is a whole number (numpy / 0-d torch integers too), else None; never a
+    bool or a float, however whole (the shared `jacobiscope._validation` rule)."""
+    return as_int(value) if _is_int(value) else None
 
 
 def loop_counts(loops, name: str = "loops") -> list[int]:
