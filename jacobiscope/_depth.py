@@ -66,9 +66,7 @@ def depth_dynamics(model, inputs, *, k: int = 4, tokenizer=None, max_length: int
         dtype: compute dtype (float64 for reference numbers).
         token_limit: per-token gains for at most this many tokens (one chain of jvps each).
     """
-    from .adapters.inputs import prepare_inputs
-    from .adapters.looped import build_maps, prepare_model
-    from .adapters.spec import find_blocks
+    from .adapters._source import map_source
 
     # Every option before the model runs (a bad one used to surface after the forward, or never: token_limit=-1
     # gave no gains without a word).
@@ -81,24 +79,13 @@ def depth_dynamics(model, inputs, *, k: int = 4, tokenizer=None, max_length: int
     if tokenizer is not None and not callable(tokenizer):
         raise ArgumentError(f"tokenizer must be a tokenizer object, got {type(tokenizer).__name__} {tokenizer!r:.60} "
                             "— pass AutoTokenizer.from_pretrained(<the model's folder>), or None for the model's own")
-    from .adapters.looped import unwrap_model
-
-    model, _ = unwrap_model(model)
-    if not isinstance(model, torch.nn.Module):
-        raise ArgumentError(f"model must be a torch nn.Module (a transformers model), got {type(model).__name__} — "
-                            "pass transformers.AutoModel.from_pretrained(...)")
-    _, blocks, _ = find_blocks(model)  # a model without blocks is named before any input is prepared
-    prepared = prepare_model(model)
-    try:
-        examples = prepare_inputs(model, inputs, tokenizer, max_length=max_length).examples()
-        results = []
-        for example in examples:
-            maps = build_maps(prepared, example, list(range(len(blocks))), "block", None, dtype)
-            depth = _measure_depth(maps, str(example.labels[0]), k, seed, token_limit)
-            depth.flags[:0] = list(getattr(example, "flags", None) or [])
+    results = []
+    # Every block in block mode: a model without blocks is named before any input is prepared.
+    with map_source(model, inputs, tokenizer=tokenizer, mode="block", dtype=dtype, max_length=max_length) as source:
+        for item in source:
+            depth = _measure_depth(item.maps, str(item.label), k, seed, token_limit)
+            depth.flags[:0] = list(item.flags)
             results.append(depth)
-    finally:
-        prepared.restore()
     return results
 
 
@@ -115,7 +102,7 @@ def _measure_depth(maps, label: str, k: int, seed: int, token_limit: int) -> Dep
     layers, total = [], torch.zeros(count, dtype=torch.float64)
     for looped in maps:
         state = looped.x0
-        layer = int(looped.meta.get("layer", len(layers)))
+        layer = int(looped.info.layer if looped.info.layer is not None else len(layers))
         if not bool(torch.isfinite(state).all()):
             # An earlier layer overflowed: this one cannot be measured, nor the chain through it (NaN, flagged).
             bad = int((~torch.isfinite(state)).sum())

@@ -17,7 +17,11 @@ import secrets
 import stat
 from pathlib import Path
 
-from .errors import JacobiscopeError
+# The errors are defined in jacobiscope.errors (every public exception lives there) and importable from here too.
+from .errors import (
+    MissingFileError, NoPermissionError, NotAFileError, NotAFolderError, NotARegularFileError, OutputInsideInputError,
+    PathError,
+)
 
 __all__ = ["atomic_write_text", "atomic_write_bytes", "check_file_path", "refuse_output_inside_inputs",
            "path_relation", "PathError", "NotAFileError", "MissingFileError", "NoPermissionError", "NotAFolderError",
@@ -26,44 +30,6 @@ __all__ = ["atomic_write_text", "atomic_write_bytes", "check_file_path", "refuse
 # Room left in a file name for the temp prefix/suffix (NAME_MAX is 255 bytes on common file systems).
 _MAX_TEMP_STEM = 200
 _NAME_MAX = 255
-
-
-class PathError(JacobiscopeError, OSError):
-    """A file cannot be read or written where asked: the message names the path, the reason and the fix.
-
-    It is an `OSError` (``errno`` is set), and the specific built-in one where there is one: a folder given
-    for a file is also an `IsADirectoryError`, a missing file a `FileNotFoundError`, no permission a
-    `PermissionError`, a file where a folder must be a `NotADirectoryError`.
-    """
-
-    def __str__(self) -> str:
-        return str(self.args[0]) if self.args else ""
-
-
-class NotAFileError(PathError, IsADirectoryError):
-    """A folder was given where a file must be."""
-
-
-class MissingFileError(PathError, FileNotFoundError):
-    """The file to read does not exist (or no path was given)."""
-
-
-class NoPermissionError(PathError, PermissionError):
-    """No permission to read or write there."""
-
-
-class NotAFolderError(PathError, NotADirectoryError):
-    """A file stands where the path needs a folder."""
-
-
-class NotARegularFileError(PathError):
-    """The path names a FIFO, a socket or a block device: a file written there would hang (a FIFO without a
-    reader), fail, or overwrite a disk. Nothing is written."""
-
-
-class OutputInsideInputError(PathError, ValueError):
-    """An output path is, or lies inside, an input of the same command (or a folder output that is replaced holds
-    an input): writing it would destroy what the command reads. Refused before anything runs."""
 
 
 _KINDS = {errno.EISDIR: NotAFileError, errno.ENOENT: MissingFileError, errno.EACCES: NoPermissionError,
@@ -107,7 +73,7 @@ def check_file_path(path, what: str = "the output file") -> Path:
         ...     check_file_path(folder, "Report.to_json")
         Traceback (most recent call last):
         ...
-        jacobiscope._io.NotAFileError: Report.to_json: '...' is a folder, not a file — pass a file path inside it, e.g. '.../report'
+        jacobiscope.errors.NotAFileError: Report.to_json: '...' is a folder, not a file — pass a file path inside it, e.g. '.../report'
     """
     target = _as_path(path, what)
     shown = os.fspath(path)
@@ -212,7 +178,7 @@ def refuse_output_inside_inputs(outputs: dict, inputs: dict, *, replaced=()) -> 
         >>> refuse_output_inside_inputs({"--json": "model/eval.json"}, {"the model folder": "model"})
         Traceback (most recent call last):
         ...
-        jacobiscope._io.OutputInsideInputError: --json 'model/eval.json' lies inside the model folder 'model', an input of this command: writing it would change what the command reads — write it outside the inputs, e.g. --json eval.json
+        jacobiscope.errors.OutputInsideInputError: --json 'model/eval.json' lies inside the model folder 'model', an input of this command: writing it would change what the command reads — write it outside the inputs, e.g. --json eval.json
 
     Arguments:
         outputs: ``{label: path}`` of what the command writes (label as the user knows it, e.g. ``"--json"``);

@@ -3,7 +3,29 @@
 Every error says what was expected, what came, and how to fix it (the einops way). They subclass the
 built-in exception a user would catch anyway (``ValueError``, ``TypeError``, ``MemoryError``), so code that
 does not know jacobiscope still handles them.
+
+Every public exception of the package is defined here, once, and re-exported where it was first defined
+(``jacobiscope._io.PathError is jacobiscope.errors.PathError``), so an ``except`` written against any import path
+catches it. This module imports nothing: the command line can name these classes without loading torch.
+
+Example::
+
+    >>> from jacobiscope.errors import ArgumentError, JacobiscopeError
+    >>> try:
+    ...     raise ArgumentError("steps must be >= 1, got 0 — pass steps=1 or more")
+    ... except ValueError as error:  # a jacobiscope error is also the built-in a caller would catch
+    ...     print(isinstance(error, JacobiscopeError), error)
+    True steps must be >= 1, got 0 — pass steps=1 or more
 """
+
+__all__ = [
+    "JacobiscopeError", "StepError", "StepOutputError", "StateError", "NonFiniteStateError", "ArgumentError",
+    "MemoryBudgetError", "BudgetError", "FolderBusyError", "UsageError",
+    "PathError", "NotAFileError", "MissingFileError", "NoPermissionError", "NotAFolderError", "NotARegularFileError",
+    "OutputInsideInputError",
+    "SudokuError", "UnsolvableSudokuError", "SudokuFileError", "SudokuDataNotFoundError", "RecipeError",
+    "NonFiniteWarning", "ConvergenceWarning", "SlowDerivativesWarning",
+]
 
 
 class JacobiscopeError(Exception):
@@ -61,6 +83,80 @@ class FolderBusyError(JacobiscopeError, RuntimeError):
         self.host = host
 
 
+class UsageError(JacobiscopeError):
+    """A mistake on the command line: printed as one line ``jacobiscope: error: <what> — <how to fix>``, exit 2."""
+
+    def __init__(self, what: str, fix: str | None = None):
+        super().__init__(what if fix is None else f"{what} — {fix}")
+
+
+# ------------------------------------------------------------------------------------------------ files (_io)
+class PathError(JacobiscopeError, OSError):
+    """A file cannot be read or written where asked: the message names the path, the reason and the fix.
+
+    It is an `OSError` (``errno`` is set), and the specific built-in one where there is one: a folder given
+    for a file is also an `IsADirectoryError`, a missing file a `FileNotFoundError`, no permission a
+    `PermissionError`, a file where a folder must be a `NotADirectoryError`.
+    """
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class NotAFileError(PathError, IsADirectoryError):
+    """A folder was given where a file must be."""
+
+
+class MissingFileError(PathError, FileNotFoundError):
+    """The file to read does not exist (or no path was given)."""
+
+
+class NoPermissionError(PathError, PermissionError):
+    """No permission to read or write there."""
+
+
+class NotAFolderError(PathError, NotADirectoryError):
+    """A file stands where the path needs a folder."""
+
+
+class NotARegularFileError(PathError):
+    """The path names a FIFO, a socket or a block device: a file written there would hang (a FIFO without a
+    reader), fail, or overwrite a disk. Nothing is written."""
+
+
+class OutputInsideInputError(PathError, ValueError):
+    """An output path is, or lies inside, an input of the same command (or a folder output that is replaced holds
+    an input): writing it would destroy what the command reads. Refused before anything runs."""
+
+
+# ----------------------------------------------------------------------------------- Sudoku data and recipes
+class SudokuError(JacobiscopeError, ValueError):
+    """A Sudoku puzzle, grid, tensor or data file is unusable: malformed, contradictory or unsolvable."""
+
+
+class UnsolvableSudokuError(SudokuError):
+    """A well-formed puzzle whose givens do not clash directly still has no solution."""
+
+
+class SudokuFileError(SudokuError):
+    """A data file is malformed. ``path`` and ``line`` (1-based; ``None`` for tensor files) say where."""
+
+    def __init__(self, message: str, path=None, line: int | None = None):
+        super().__init__(message)
+        self.path = path
+        self.line = line
+
+
+class SudokuDataNotFoundError(SudokuError, FileNotFoundError):
+    """A Sudoku data file or folder does not exist (also a ``FileNotFoundError``)."""
+
+
+class RecipeError(JacobiscopeError, ValueError):
+    """A Sudoku recipe is unusable: a value of the wrong type or out of range, an unknown key, an unreadable recipe
+    file, an output folder inside the run's inputs, or a resumed run whose recipe changes what cannot change."""
+
+
+# ------------------------------------------------------------------------------------------------- warnings
 class NonFiniteWarning(RuntimeWarning):
     """A trajectory went NaN/Inf; the affected results are flagged rather than silently returned."""
 
@@ -72,3 +168,55 @@ class ConvergenceWarning(RuntimeWarning):
 class SlowDerivativesWarning(UserWarning):
     """A step forward-mode AD cannot enter (a custom autograd.Function without jvp): its products are taken by
     double backward instead — exact, but slower."""
+
+
+# ==================================================================================================================
+# STAGED FOR THE LEAD (issue 29, part 6) — exact copies of the exceptions still defined in modules this helper does
+# not own. NOTHING may import them from here yet: until each home module replaces its definition by
+# ``from ..errors import <Name>`` these are *different* classes from the ones raised, and an ``except`` written
+# against them would miss. To switch one: replace its definition in the home module by the import, add its name to
+# __all__ above, and remove it from NOT_YET_MOVED in tests/test_errors.py (which checks these copies stay exact).
+#   AdapterCheckError          jacobiscope/adapters/check.py
+#   InputError                 jacobiscope/adapters/inputs.py
+#   AdapterError               jacobiscope/adapters/spec.py
+#   HubError                   jacobiscope/_hub_files.py (re-exported by jacobiscope/hub.py)
+#   DiagnosticError            jacobiscope/diagnostics/_base.py
+#   DiagnosticDefinitionError  jacobiscope/diagnostics/_base.py
+#   ReportFormatError          jacobiscope/report/_json.py
+#   ReportSourceError          jacobiscope/report/_json.py
+# ==================================================================================================================
+class AdapterCheckError(JacobiscopeError, AssertionError):
+    """`check_adapter` found a check that fails; the message lists them."""
+
+
+class InputError(JacobiscopeError, ValueError):
+    """The inputs cannot be fed to the model (empty, wrong kind, no tokenizer for text, ...)."""
+
+
+class AdapterError(JacobiscopeError, ValueError):
+    """The model's blocks (or the parts an adapter mode needs) could not be found."""
+
+
+class HubError(JacobiscopeError, ValueError):
+    """A checkpoint name, folder or file is unusable."""
+
+
+class DiagnosticError(JacobiscopeError, RuntimeError):
+    """A diagnostic (usually a user's own) misbehaved: its ``compute`` raised, returned something a report cannot
+    hold, modified the trajectory, or its figure failed. The message names the diagnostic and what it did; an error
+    it raised itself is chained as ``__cause__``."""
+
+
+class DiagnosticDefinitionError(DiagnosticError, TypeError):
+    """A diagnostic's class is unusable as declared (no ``compute``, ``requires`` that name itself or nothing
+    registered, options declared with an unknown kind, ...): refused at `register_diagnostic`."""
+
+
+class ReportFormatError(JacobiscopeError, ValueError):
+    """A file or text given to `Report.from_json` is not a jacobiscope report (not JSON, truncated, another tool's,
+    edited into wrong types), or a report cannot be written as JSON; the message names the problem and the fix."""
+
+
+class ReportSourceError(JacobiscopeError, TypeError):
+    """`Report.from_json` was given something that is neither a path nor JSON text."""
+# ==================================================================================================== END STAGED

@@ -7,19 +7,19 @@ from __future__ import annotations
 
 import copy
 import math
-import os
-import warnings
 from typing import Callable, Mapping
 
 import torch
 from torch import nn
 
-from .errors import ArgumentError, JacobiscopeError, NonFiniteWarning, StateError, StepError, StepOutputError
+from .errors import ArgumentError, JacobiscopeError, StateError, StepError
+from ._map_checks import (check_independent_trajectories, check_step_output, check_trajectory_memory,  # noqa: F401
+                          report_nonfinite, require_precision, _check_batch_dims, _check_state_shape, _default_name,
+                          _rebind, _same_values, _warn_if_random)
+from ._map_info import KNOWN_KEYS, MapInfo, MetaView, split_meta
 from ._validation import floating_dtype, positive_int, within_budget
 
-__all__ = ["LoopedMap", "as_looped_map"]
-
-_HALF_DTYPES = (torch.float16, torch.bfloat16)
+__all__ = ["LoopedMap", "as_looped_map", "MapInfo", "MetaView", "KNOWN_KEYS"]
 
 
 class LoopedMap:
@@ -91,9 +91,24 @@ class LoopedMap:
         self.drive_function = drive
         self.x0 = x0
         self.name = name or _default_name(step)
-        self.meta: dict = {}  # provenance carried into results (adapters fill it: model, layer, mode, ...)
+        #: what jacobiscope knows about the map, typed (the adapters fill it: model, layer, mode, ...)
+        self.info = MapInfo()
+        self._extras: dict = {}  # the user's own entries of `meta`
         self._dtype: torch.dtype | None = None
         self._device: torch.device | None = None
+
+    @property
+    def meta(self) -> MetaView:
+        """The user's own extras, as a dict; a known key (``meta["layer"]``, see `MapInfo`) reads and writes
+        ``info``, so code written against the old free-form dict keeps working. Assigning a dict replaces both."""
+        return MetaView(self.info, self._extras)
+
+    @meta.setter
+    def meta(self, value: Mapping) -> None:
+        if not isinstance(value, Mapping):
+            raise ArgumentError(f"meta must be a dict, got {type(value).__name__} — pass e.g. {{'tag': 'baseline'}}, or "
+                                "set typed fields on looped.info")
+        self.info, self._extras = split_meta(value)
 
     # ------------------------------------------------------------------ applying the map
     _power = 1  # loops of the underlying step per application (`power`)
@@ -149,8 +164,8 @@ class LoopedMap:
             initial state included).
         """
         # Sizes first (a typo such as steps=10**9 would run for hours), then the state.
-        # A power map runs p steps per loop; meta["power"] also survives wrappers that copy meta (measure's batching).
-        per_loop = max(self._power, _meta_power(self.meta))
+        # A power map runs p steps per loop; info.power also survives wrappers that copy meta (measure's batching).
+        per_loop = max(self._power, _info_power(self.info))
         steps = within_budget(steps, "steps", "loops", per_unit=per_loop, unit="loops of the step")
         every = _positive_int(every, "every")
         if not isinstance(include_initial, bool):
@@ -197,7 +212,7 @@ class LoopedMap:
                 raise ArgumentError(f"device must be a torch.device or a name such as 'cpu' or 'cuda:0', got "
                                     f"{device!r} — pass device='cpu'.") from error
         new = copy.copy(self)
-        new.meta = dict(self.meta)
+        new.info, new._extras = self.info.copy(), dict(self._extras)
         if self.module is not None:
             module = copy.deepcopy(self.module)
             module.to(device=device, dtype=dtype)
@@ -235,7 +250,8 @@ class LoopedMap:
         # One application of F^p runs p steps: power(10**9) would hang on its first call, so it is refused here.
         p = within_budget(p, "power p", "power", per_unit=self._power, unit="steps per application")
         new = copy.copy(self)
-        new.meta = dict(self.meta, power=self._power * p)
+        new.info, new._extras = self.info.copy(), dict(self._extras)
+        new.info.power = self._power * p
         new._power = self._power * p
         new.drive_function = None
         new.name = f"{self.name}^{p}"
@@ -385,48 +401,6 @@ class LoopedMap:
         return f"LoopedMap(name={self.name!r}, step={kind}, batch_dims={self.batch_dims}, dtype={self._dtype})"
 
 
-def check_independent_trajectories(looped_map: LoopedMap, x: torch.Tensor, out: torch.Tensor, what: str) -> None:
-    """Raise `StepError` when the step of a batched map lets one trajectory move another.
-
-    ``batch_dims`` declares the leading dimensions independent trajectories, and every per-trajectory result
-    (block-diagonal Jacobian, one exponent per row) relies on it; a step that mixes rows (``x + x.mean(0)``,
-    batch norm in training mode) would give per-row numbers that are silently wrong. One extra forward: perturb
-    the first trajectory and check that the others' outputs do not move. ``out`` is ``F(x)``.
-    """
-    batch = int(looped_map.batch_shape(x).numel())
-    if looped_map.batch_dims == 0 or batch < 2:
-        return
-    flat = x.detach().reshape(batch, -1)
-    generator = torch.Generator(device="cpu").manual_seed(0)
-    direction = torch.randn(flat.shape[1], generator=generator, dtype=torch.float64).to(device=x.device,
-                                                                                        dtype=x.dtype)
-    # 1% of the state: large enough that a mean over a few hundred rows shows above the rounding threshold below.
-    scale = 1e-2 * max(1.0, float(flat[0].abs().max()))
-    moved = flat.clone()
-    moved[0] = moved[0] + scale * direction / direction.norm()
-    with torch.no_grad():
-        other = looped_map.step(moved.reshape(x.shape))
-        reference = out.detach()
-        if not isinstance(other, torch.Tensor) or other.shape != x.shape:
-            return  # check_step_output has already judged the output; a shape-changing second call is not ours
-        before, after = reference.reshape(batch, -1), other.reshape(batch, -1)
-        rest_before, rest_after = before[1:], after[1:]
-        finite = torch.isfinite(rest_before)
-        shift = torch.where(finite, (rest_after - rest_before).abs(), torch.zeros_like(rest_before))
-        shift = torch.where(finite & ~torch.isfinite(rest_after), torch.full_like(shift, math.inf), shift)
-        drift = float(shift.max())
-        response = float(torch.nan_to_num((after[0] - before[0]).abs(), nan=0.0, posinf=0.0).max())
-        # Independent rows give bitwise-equal outputs on CPU; the slack is for nondeterministic GPU kernels.
-        noise = 256 * torch.finfo(x.dtype).eps * (1.0 + float(torch.nan_to_num(rest_before.abs(), posinf=0).max()))
-    if drift > max(noise, 1e-3 * response):
-        raise StepError(
-            f"{what}: the step of '{looped_map.name}' mixes the trajectories of the batch — moving trajectory 0 "
-            f"moved the others' outputs by up to {drift:.2e} — but batch_dims={looped_map.batch_dims} declares "
-            "them independent (per-trajectory results would be wrong). Fix the step (no mean/norm over the batch "
-            "dimension, no dropout: model.eval()), or pass one trajectory at a time."
-        )
-
-
 def as_looped_map(step, *, batch_dims: int | None = None) -> LoopedMap:
     """Return ``step`` as a `LoopedMap` (unchanged if it already is one).
 
@@ -447,52 +421,6 @@ def as_looped_map(step, *, batch_dims: int | None = None) -> LoopedMap:
     return LoopedMap(step, batch_dims=batch_dims or 0)
 
 
-def check_step_output(looped_map: LoopedMap, x: torch.Tensor, out, t: int = 1) -> None:
-    """Raise `StepOutputError` unless ``out`` is a tensor with the shape, dtype and device of ``x``."""
-    where = f"The step of '{looped_map.name}' (loop {t})"
-    if isinstance(out, (tuple, list)):
-        raise StepOutputError(
-            f"{where} returned a {type(out).__name__} of {len(out)} items; a LoopedMap step must return one tensor "
-            "shaped like its input. If the first item is the new state, wrap it: lambda x: f(x)[0]."
-        )
-    if not isinstance(out, torch.Tensor):
-        raise StepOutputError(f"{where} returned {type(out).__name__}; it must return a torch.Tensor shaped like its input.")
-    if out.shape != x.shape:
-        raise StepOutputError(
-            f"{where} changed the state's shape: expected {tuple(x.shape)}, got {tuple(out.shape)}. "
-            "A looped map must return a state of the same shape as its input."
-        )
-    if out.dtype != x.dtype:
-        raise StepOutputError(
-            f"{where} returned {out.dtype} for a {x.dtype} state. Build the LoopedMap from the nn.Module so "
-            "LoopedMap.to(dtype) can cast its parameters, or cast inside your function."
-        )
-    if out.device != x.device:
-        raise StepOutputError(f"{where} moved the state from {x.device} to {out.device}; keep it on one device.")
-
-
-def report_nonfinite(looped_map: LoopedMap, t: int, action: str) -> None:
-    """Warn (``action="warn"``) or raise `NonFiniteStateError` for a NaN/Inf state first seen at loop ``t``."""
-    from .errors import NonFiniteStateError
-
-    message = (
-        f"The trajectory of '{looped_map.name}' became NaN/Inf at loop {t}. The map diverges (or overflows) from "
-        "this state: try float64 (LoopedMap.to(torch.float64)), a smaller step size, or a normalized map."
-    )
-    if action == "raise":
-        raise NonFiniteStateError(message, step=t)
-    warnings.warn(message, NonFiniteWarning, stacklevel=3)
-
-
-def require_precision(x: torch.Tensor, what: str) -> None:
-    """Refuse half precision where rounding would swamp the quantity being measured."""
-    if x.dtype in _HALF_DTYPES:
-        raise StateError(
-            f"{what} needs float32 or float64, got {x.dtype}: half precision rounding (~1e-3) swamps the "
-            "measurement. Pass dtype=torch.float32 (or torch.float64 for reference numbers)."
-        )
-
-
 _positive_int = positive_int
 
 
@@ -501,7 +429,11 @@ def steps_per_loop(looped_map) -> int:
     unit the loop budget counts in."""
     own = getattr(looped_map, "_power", 1)
     own = own if isinstance(own, int) and own >= 1 else 1
-    return max(own, _meta_power(getattr(looped_map, "meta", None)))
+    info = getattr(looped_map, "info", None)
+    if isinstance(info, MapInfo):
+        return max(own, _info_power(info))
+    meta = getattr(looped_map, "meta", None)  # a map-like object of the user's, with a plain dict
+    return max(own, _info_power(MapInfo(power=meta.get("power", 1)) if isinstance(meta, dict) else MapInfo()))
 
 
 class _ParamNameError(ArgumentError, KeyError):
@@ -511,8 +443,8 @@ class _ParamNameError(ArgumentError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
-def _meta_power(meta) -> int:
-    power = meta.get("power", 1) if isinstance(meta, dict) else 1
+def _info_power(info: MapInfo) -> int:
+    power = info.power
     return power if isinstance(power, int) and not isinstance(power, bool) and power >= 1 else 1
 
 
@@ -522,80 +454,8 @@ def _is_count(value) -> bool:
     return _is_int(value)
 
 
-def check_trajectory_memory(x: torch.Tensor, kept: int, what: str, fix: str) -> None:
-    """Refuse (`MemoryBudgetError`) keeping ``kept`` states like ``x`` when they cannot fit in the memory of its
-    device — before the first loop runs, not after hours, in the allocator."""
-    from .errors import MemoryBudgetError
-
-    needed = int(kept) * x.numel() * x.element_size()
-    try:
-        if x.device.type == "cuda":
-            limit = torch.cuda.mem_get_info(x.device)[0]
-        else:
-            limit = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError, RuntimeError):  # pragma: no cover - unknown platform: no check
-        return
-    if needed > limit:
-        raise MemoryBudgetError(f"the {what} keeps {kept} states of {x.numel()} values ({needed / 1e9:.3g} GB), more "
-                                f"than the {limit / 1e9:.3g} GB of memory on {x.device.type} — {fix}", needed, limit)
 
 # torch.OutOfMemoryError (a RuntimeError) must pass through `checked_step` unwrapped, as MemoryError does.
 _OutOfMemoryError = getattr(torch, "OutOfMemoryError", MemoryError)
 
 
-def _check_batch_dims(batch_dims) -> int:
-    # bool is an int subclass, but batch_dims=True is a mistake, not 1; numpy integers are ints
-    if not _is_count(batch_dims) or batch_dims < 0:
-        raise ArgumentError(f"batch_dims must be a non-negative int, got {batch_dims!r} — pass 0 for a single "
-                            "trajectory, 1 for a leading batch dimension.")
-    return int(batch_dims)
-
-
-def _check_state_shape(state_shape) -> torch.Size:
-    try:
-        shape = torch.Size(state_shape)
-    except (TypeError, ValueError, RuntimeError) as error:
-        raise ArgumentError(f"state_shape must be a tuple of non-negative ints, got {state_shape!r} — pass e.g. "
-                            "state_shape=(81, 128).") from error
-    if any(size < 0 for size in shape):
-        raise ArgumentError(f"state_shape must be a tuple of non-negative ints, got {state_shape!r} — pass e.g. "
-                            "state_shape=(81, 128).")
-    return shape
-
-
-def _same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Whether two tensors of one shape hold the same values, NaN equal to NaN (one host sync)."""
-    if a.is_floating_point() or a.is_complex():
-        return bool(((a == b) | (torch.isnan(a) & torch.isnan(b))).all())
-    return bool((a == b).all())
-
-
-def _default_name(step) -> str:
-    if isinstance(step, nn.Module):
-        return type(step).__name__
-    return getattr(step, "__qualname__", None) or getattr(step, "__name__", None) or type(step).__name__
-
-
-def _rebind(function, old_owner, new_owner):
-    """Rebind a method bound to ``old_owner`` (or one of its submodules) to its counterpart in ``new_owner``."""
-    owner = getattr(function, "__self__", None)
-    if owner is None or not isinstance(owner, nn.Module):
-        return function
-    if owner is old_owner:
-        return function.__func__.__get__(new_owner)
-    for name, module in old_owner.named_modules():
-        if module is owner:
-            return function.__func__.__get__(new_owner.get_submodule(name))
-    return function
-
-
-def _warn_if_random(module: nn.Module) -> None:
-    for sub in module.modules():
-        if isinstance(sub, nn.modules.dropout._DropoutNd) and sub.p > 0 and sub.training:
-            warnings.warn(
-                f"{type(module).__name__} has dropout p={sub.p} in training mode: the map is random, so its "
-                "Jacobian is that of one random draw. Call module.eval() before building the LoopedMap.",
-                RuntimeWarning,
-                stacklevel=3,
-            )
-            return

@@ -67,6 +67,19 @@ def test_a_marker_copied_from_the_source_does_not_make_the_source_replaceable(tm
     assert (prepared / "model.safetensors").is_file()
 
 
+@pytest.mark.guards("silent")
+def test_a_shipped_checkpoint_is_never_prepared_in_place(tmp_path):
+    """Code written into hub_configs/ would be a copy of the package's, free to drift: a destination is required."""
+    with pytest.raises(HubError, match="'itrsa-sudoku' is a checkpoint shipped with jacobiscope, which carries no code "
+                                       "of its own — pass a destination folder"):
+        prepare_for_hub("itrsa-sudoku")
+    with pytest.raises(HubError, match="pass a destination folder"):
+        prepare_for_hub(SHIPPED, SHIPPED)
+    assert sorted(p.name for p in SHIPPED.iterdir()) == ["README.md", "config.json", "model.safetensors",
+                                                         "results.json"]
+    assert "auto_map" not in json.loads((SHIPPED / "config.json").read_text())
+
+
 @pytest.mark.guards("lost")
 def test_a_destination_that_is_the_source_through_a_symlink_is_prepared_in_place_not_deleted(tmp_path, source):
     link = tmp_path / "link"

@@ -37,6 +37,17 @@ def _set_row(key, value):
     return change
 
 
+def _set_result(name, key, value):
+    """Edit one field of one diagnostic's result in the first row (``key`` None: the whole result)."""
+    def change(document):
+        results = document["rows"][0]["results"]
+        if key is None:
+            results[name] = value
+        else:
+            results.setdefault(name, {})[key] = value
+    return change
+
+
 def _set(key, value):
     def change(document):
         document[key] = value
@@ -59,7 +70,7 @@ HOSTILE = {
     "other-format": (lambda t: edited(t, _set("format", "tensorboard")), r"format is 'tensorboard', expected "
                      r"'jacobiscope-report' \(a file of another tool\?\)", FIX, "internal"),
     "future-version": (lambda t: edited(t, _set("format_version", 99)), r"format_version 99; this jacobiscope reads up "
-                       r"to 1", r"Upgrade jacobiscope \(pip install -U jacobiscope\)", "internal"),
+                       r"to 2", r"Upgrade jacobiscope \(pip install -U jacobiscope\)", "internal"),
     "version-as-str": (lambda t: edited(t, _set("format_version", "1")), r"format_version is '1' \(str\), expected an "
                        r"integer", FIX, "internal"),
     "version-zero": (lambda t: edited(t, _set("format_version", 0)), r"format_version 0 was never written", FIX,
@@ -78,16 +89,16 @@ HOSTILE = {
                      "silent"),
     "mode-typo": (lambda t: edited(t, _set_row("mode", "Block")), r"mode is 'Block' \(str\), expected one of 'block'",
                   FIX, "silent"),
-    "regime-unknown-word": (lambda t: edited(t, _set_row("regime", "stable")), r"regime is 'stable'", FIX, "silent"),
+    "regime-unknown-word": (lambda t: edited(t, _set_result("regime", "regime", "stable")), r"regime is 'stable'", FIX, "silent"),
     "state-norm-strings": (lambda t: edited(t, _set_row("state_norm", [1, "x"])), r"state_norm is \[1, 'x'\] \(list\), "
                            r"expected a list of numbers", FIX, "silent"),
-    "lyapunov-exponents-str": (lambda t: edited(t, _set_row("lyapunov", {"exponents": "x"})),
+    "lyapunov-exponents-str": (lambda t: edited(t, _set_result("lyapunov", "exponents", "x")),
                                r"lyapunov\['exponents'\] is 'x'", FIX, "silent"),
-    "spectral-entry-bare-number": (lambda t: edited(t, _set_row("spectral_norm", [5])), r"spectral_norm\[0\] is 5",
+    "spectral-entry-bare-number": (lambda t: edited(t, _set_result("spectral_norm", None, {"samples": [5]})), r"spectral_norm\[0\] is 5",
                                    FIX, "silent"),
-    "evidence-a-list": (lambda t: edited(t, _set_row("evidence", [])), r"evidence is \[\] \(list\), expected an object",
+    "evidence-a-list": (lambda t: edited(t, _set_result("regime", "evidence", [])), r"evidence is \[\] \(list\), expected an object",
                         FIX, "silent"),
-    "extra-a-list": (lambda t: edited(t, _set_row("extra", [1])), r"extra is \[1\] \(list\), expected an object or null",
+    "results-a-list": (lambda t: edited(t, _set_row("results", [1])), r"results is \[1\] \(list\), expected an object",
                      FIX, "silent"),
     "timings-not-seconds": (lambda t: edited(t, _set_row("timings", {"lyapunov": "fast"})),
                             r"timings\['lyapunov'\] is 'fast' \(str\), expected a number of seconds", FIX, "silent"),
@@ -190,7 +201,7 @@ def test_a_value_json_cannot_hold_is_refused_before_the_file_is_touched(tmp_path
     path = tmp_path / "report.json"
     path.write_text(good)
     report = Report([_row(extra={"mine": 10**5000})])
-    with pytest.raises(TypeError, match=r"LayerResult\.extra\['mine'\] is an int of about 5,000 digits.*store it as "
+    with pytest.raises(TypeError, match=r"LayerResult\.results\['mine'\] is an int of about 5,000 digits.*store it as "
                                         r"a float or a str"):
         report.to_json(path)
     assert path.read_text() == good  # the earlier report is intact

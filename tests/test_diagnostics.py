@@ -92,7 +92,7 @@ def test_a_registered_diagnostic_reaches_text_json_and_html(mean_step, tmp_path)
     assert "mean step" in text.splitlines()[0]
     assert f"{report.rows[0].extra['mean_step']['mean']:.4g}" in text
     again = jacobiscope.Report.from_json(report.to_json(tmp_path / "r.json"))
-    assert again == report and json.loads((tmp_path / "r.json").read_text())["rows"][0]["extra"]["mean_step"]
+    assert again == report and json.loads((tmp_path / "r.json").read_text())["rows"][0]["results"]["mean_step"]
     html = report.save_html(tmp_path / "r.html").read_text()
     assert "<th>mean step</th>" in html and 'id="figure-mean_step"' in html
     # The default set includes it too once registered (default=True), and describe prices it.

@@ -32,6 +32,9 @@ def test_wheel_contains_adapters_and_hub_configs(tmp_path):
         expected = {f"jacobiscope/_shipped/{folder}/{p.relative_to(ROOT / folder).as_posix()}"
                     for p in (ROOT / folder).rglob("*") if p.is_file() and "__pycache__" not in p.parts}
         assert expected and expected <= names, sorted(expected - names)
+    # A checkpoint carries no code (prepare_for_hub writes it): a stale copy from an old build must not ship either.
+    stale = sorted(name for name in names if name.startswith("jacobiscope/_shipped/hub_configs/") and name.endswith(".py"))
+    assert stale == [], stale[:3]
     assert "jacobiscope/dynamics/lyapunov.py" in names
     # Every subpackage of the source tree is in the wheel (a missed __init__ would drop one silently).
     source = {p.relative_to(ROOT).as_posix() for p in (ROOT / "jacobiscope").rglob("*.py") if "__pycache__" not in p.parts}

@@ -2,6 +2,7 @@ import json
 
 import torch
 
+from jacobiscope.hub import prepare_for_hub
 from jacobiscope.models import AKOrNConfig, AKOrNForSudoku
 from jacobiscope.recipes.shipping import ship_checkpoint
 
@@ -11,6 +12,8 @@ def test_ship_checkpoint_writes_a_consistent_folder(tmp_path):
     model = AKOrNForSudoku(AKOrNConfig(hidden_size=16, num_heads=2, loops=2)).eval()
     model.save_pretrained(tmp_path / "run" / "best")
     (tmp_path / "run" / "recipe.json").write_text(json.dumps({"arch": "akorn", "hidden_size": 16}))
+    prepare_for_hub(tmp_path / "run" / "best")  # a run prepared for the Hub in place: code and auto_map to leave out
+    assert (tmp_path / "run" / "best" / "modeling_akorn.py").is_file()
     folder = ship_checkpoint(tmp_path / "run" / "best", "tiny-akorn", description="A test.", limitations=["tiny"],
                              loops=(1, 2), votes=(1, 2), ood_limit=20, vote_limit=10, destination=tmp_path / "out",
                              fresh_limit=8, dynamics_puzzles=2)
@@ -22,7 +25,12 @@ def test_ship_checkpoint_writes_a_consistent_folder(tmp_path):
     assert card.startswith("---\n") and "| 2 (first 10 puzzles) |" in card
     assert f"{100 * results['check_slice']['board_accuracy']:.1f}%" in card
     config = json.loads((folder / "config.json").read_text())
-    assert config["auto_map"]["AutoModel"] == "modeling_akorn.AKOrNForSudoku"
+    assert "auto_map" not in config and config["model_type"] == "akorn_sudoku" and config["hidden_size"] == 16
+    assert sorted(path.name for path in folder.iterdir()) == ["README.md", "config.json", "model.safetensors",
+                                                             "results.json"]  # no code: prepare_for_hub writes it
+    prepared = prepare_for_hub(folder, tmp_path / "upload")
+    assert json.loads((prepared / "config.json").read_text())["auto_map"]["AutoModel"] == "modeling_akorn.AKOrNForSudoku"
+    assert (prepared / "modeling_akorn.py").is_file() and (prepared / "configuration_akorn.py").is_file()
     assert not (tmp_path / "out.staging").exists()
     assert results["ood_rows"] == "RRN test rows 0-19 (of 18,000)" and "RRN test rows 0-19 (of 18,000)" in card
     assert "Fine-tuned from" not in card  # trained from scratch: the card must not claim a starting checkpoint

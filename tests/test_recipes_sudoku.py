@@ -115,9 +115,10 @@ def test_time_budget_stops_with_a_checkpoint_and_bf16_trains_fp32_weights(tmp_pa
 
 
 def test_general_training_puzzles_are_cached_resumable_and_leak_free(tmp_path, monkeypatch):
+    from jacobiscope.recipes import _sudoku_data
     from jacobiscope.recipes import sudoku as recipes
 
-    monkeypatch.setattr(recipes, "GENERAL_PART_ROWS", 4)
+    monkeypatch.setattr(_sudoku_data, "GENERAL_PART_ROWS", 4)  # the module that reads it (parts of 4, not 1,000)
     recipe = SudokuRecipe(general_puzzles=10, general_givens=(30, 40), eval_limit=3)
     first = recipes.general_training_puzzles(recipe, tmp_path, progress=False)
     parts = sorted((tmp_path / "general").glob("part-*.csv.xz"))

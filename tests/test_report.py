@@ -141,12 +141,13 @@ def test_equality_is_by_value(report):
 
 def test_null_where_a_float_is_expected_reads_as_nan(report):
     data = json.loads(report.to_json())
-    data.pop("nonfinite")  # a file from another tool: plain nulls only
+    # A file from another tool: NaN in the row's own float lists written as plain nulls (no "nonfinite" entry).
+    assert not any(pointer.startswith("/rows/0/st") for pointer in data["nonfinite"])
     data["rows"][0]["state_norm"][1] = None
-    data["rows"][0]["oscillation"]["max_imag"] = None
+    data["rows"][0]["step_size"][0] = None
     back = Report.from_json(json.dumps(data))
-    assert math.isnan(back.rows[0].state_norm[1]) and math.isnan(back.rows[0].oscillation["max_imag"])
-    assert back.rows[2].evidence["growth"] is None  # free-form: without the map, null stays None
+    assert math.isnan(back.rows[0].state_norm[1]) and math.isnan(back.rows[0].step_size[0])
+    assert back.rows[2].evidence["growth"] == report.rows[2].evidence["growth"] == math.inf  # via "nonfinite"
 
 
 def test_json_rejects_foreign_or_newer_files(report):
@@ -177,8 +178,8 @@ def test_to_dict_converts_array_likes_and_names_bad_values():
             return 2.5
 
     row = _row(evidence={"x": Scalar(), "pair": (1, 2)})
-    assert row.to_dict()["evidence"] == {"x": 2.5, "pair": [1, 2]}
-    with pytest.raises(TypeError, match=r"LayerResult.evidence has the key 0 .*Use str keys"):
+    assert row.to_dict()["results"]["regime"]["evidence"] == {"x": 2.5, "pair": [1, 2]}
+    with pytest.raises(TypeError, match=r"LayerResult.results\['regime'\].evidence has the key 0 .*Use str keys"):
         _row(evidence={0: 1.0}).to_dict()
     with pytest.raises(TypeError, match="JSON cannot hold"):
         Report([_row(evidence={"x": object()})], {}, []).to_json()

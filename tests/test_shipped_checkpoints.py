@@ -27,7 +27,7 @@ def test_checkpoint_meets_its_model_card(name):
     card = (folder / "README.md").read_text()
     assert card.startswith("---\n") and "library_name: transformers" in card
     config = json.loads((folder / "config.json").read_text())
-    assert config["auto_map"]["AutoModel"].startswith("modeling_")
+    assert "auto_map" not in config and config["model_type"] in ("itrsa_sudoku", "akorn_sudoku")
     model = jacobiscope.load_pretrained(name).eval()
     _, test = sudoku.satnet_splits()
     rows = test.select(range(CHECK_SLICE))
@@ -49,16 +49,80 @@ def test_checkpoint_meets_its_model_card(name):
             assert sudoku.board_accuracy(along[t], puzzles, solutions) >= per_loop[str(t)] - MARGIN, t
 
 
-@pytest.mark.parametrize("name", sorted(shipped_checkpoints()))
-def test_shipped_code_is_the_packages_code(name):
-    """The folder's own modeling code (for Hub users) must not drift from jacobiscope's: re-run
-    jacobiscope.hub.prepare_for_hub on the folder after changing a model."""
+def test_shipped_folders_carry_no_code():
+    """Code in a checkpoint folder would be a copy of the package's, free to drift: `prepare_for_hub` writes it."""
+    from jacobiscope._resources import shipped_folder
+
+    root = shipped_folder("hub_configs")
+    assert sorted(path.relative_to(root).as_posix() for path in root.rglob("*.py")) == []
+    folders = {folder.relative_to(root).as_posix() for folder in shipped_checkpoints().values()}
+    assert len(folders) == len(shipped_checkpoints()) >= 25
+    for folder in shipped_checkpoints().values():
+        assert sorted(path.name for path in folder.iterdir()) == ["README.md", "config.json", "model.safetensors",
+                                                                 "results.json"], folder
+
+
+# A Hub user without jacobiscope: a fresh interpreter that never imports it loads each prepared folder's own code.
+_REMOTE = """
+import sys, torch, transformers
+folders, puzzles, out = sys.argv[1:-2], torch.load(sys.argv[-2]), {}
+for folder in folders:
+    model = transformers.AutoModel.from_pretrained(folder, trust_remote_code=True).eval()
+    assert type(model).__module__.startswith("transformers_modules"), type(model).__module__
+    kwargs = {"generator": torch.Generator().manual_seed(3)} if "akorn" in type(model).__name__.lower() else {}
+    with torch.no_grad():
+        out[folder] = model(puzzles, **kwargs).logits
+assert "jacobiscope" not in sys.modules, "the remote code must not need jacobiscope"
+torch.save(out, sys.argv[-1])
+"""
+
+
+def test_a_prepared_shipped_checkpoint_loads_with_its_own_code_offline(tmp_path):
+    """`prepare_for_hub` writes the package's code byte for byte, and the prepared folder loaded with
+    ``trust_remote_code=True`` (no jacobiscope, no network) gives the logits of ``load_pretrained(name)``."""
+    import os
+    import subprocess
+    import sys
     from pathlib import Path
 
     import jacobiscope.models
+    from jacobiscope.hub import prepare_for_hub
 
-    folder = shipped_checkpoints()[name]
     package = Path(jacobiscope.models.__file__).parent
-    for code in folder.glob("*.py"):
-        (source,) = package.glob(f"*/{code.name}")
-        assert code.read_text() == source.read_text(), f"{code} differs from {source}"
+    names = sorted(shipped_checkpoints())
+    prepared = {name: prepare_for_hub(name, tmp_path / "prepared" / name) for name in names}
+    for name, folder in prepared.items():
+        code = sorted(folder.glob("*.py"))
+        family = "akorn" if json.loads((folder / "config.json").read_text())["model_type"] == "akorn_sudoku" else "itrsa"
+        assert [path.name for path in code] == [f"configuration_{family}.py", f"modeling_{family}.py"], name
+        for path in code:
+            assert path.read_bytes() == (package / family / path.name).read_bytes(), path
+    puzzles = sudoku.to_tensor(list(sudoku.satnet_splits()[1].select(range(3))["puzzle"]))
+    torch.save(puzzles, tmp_path / "puzzles.pt")
+    result = subprocess.run([sys.executable, "-c", _REMOTE, *map(str, prepared.values()), str(tmp_path / "puzzles.pt"),
+                             str(tmp_path / "logits.pt")], capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "HF_HUB_OFFLINE": "1", "HF_MODULES_CACHE": str(tmp_path / "modules")})
+    assert result.returncode == 0, result.stderr[-2000:]
+    remote = torch.load(tmp_path / "logits.pt")
+    assert len(remote) == len(names)
+    for name, folder in prepared.items():
+        model = jacobiscope.load_pretrained(name).eval()
+        kwargs = {"generator": torch.Generator().manual_seed(3)} if model.config.model_type == "akorn_sudoku" else {}
+        with torch.no_grad():
+            logits = model(puzzles, **kwargs).logits
+        assert logits.shape == (3, 81, 9) and torch.equal(remote[str(folder)], logits), name
+
+
+def test_a_shipped_folder_loads_without_code_or_auto_map():
+    """``from_pretrained`` of a shipped folder resolves its model_type through the classes `jacobiscope.models`
+    registers; ``trust_remote_code=True`` changes nothing (there is no remote code to run)."""
+    import transformers
+
+    import jacobiscope.models  # noqa: F401 - registers the reference models with AutoModel
+
+    folder = shipped_checkpoints()["akorn-sudoku"]
+    plain = transformers.AutoModel.from_pretrained(folder)
+    trusted = jacobiscope.load_pretrained("akorn-sudoku", trust_remote_code=True)
+    assert type(plain) is type(trusted) is jacobiscope.models.AKOrNForSudoku
+    for (name, a), (_, b) in zip(plain.state_dict().items(), trusted.state_dict().items()):
+        assert torch.equal(a, b), name

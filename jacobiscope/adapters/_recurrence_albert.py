@@ -7,7 +7,7 @@ Example::
     ...                                    num_attention_heads=2, intermediate_size=32)
     >>> model = transformers.AlbertForMaskedLM(config).eval()
     >>> looped = jacobiscope.native_loop(model, {"input_ids": torch.tensor([[1, 2, 3, 4]])})
-    >>> looped.meta["loops"], looped.meta["readout"](looped.x0).shape
+    >>> looped.info.loops, looped.info.readout(looped.x0).shape
     (3, torch.Size([1, 4, 50]))
 
 The data spec names the loop (module, count, the one-group requirement) but cannot name a readout, so this builder

@@ -8,7 +8,7 @@ Example::
     ...                                  n_output_layers=1, n_recurrent_loops=3)
     >>> model = transformers.DoryModel(config).eval()
     >>> looped = jacobiscope.native_loop(model, {"input_ids": torch.tensor([[1, 2, 3, 4]])})
-    >>> looped.meta["loops"], tuple(looped.x0.shape)
+    >>> looped.info.loops, tuple(looped.x0.shape)
     (3, (1, 4, 16))
 
 ``DoryModel.forward`` runs the input layers once, sets ``e = norm(h_in)`` (the input section's output on the

@@ -9,7 +9,7 @@ Example::
     >>> jacobiscope.list_recurrences(model)
     ['L', 'H', 'cycle']
     >>> looped = jacobiscope.native_loop(model, {"input_ids": torch.tensor([[1, 2, 3, 4]])}, recurrence="cycle")
-    >>> looped.meta["loops"], tuple(looped.x0.shape)
+    >>> looped.info.loops, tuple(looped.x0.shape)
     (2, (1, 4, 32))
 
 ``HrmTextModel.forward`` sets ``z_H = inputs_embeds * embedding_scale`` and ``z_L = z_L_init`` (a frozen vector,

@@ -13,7 +13,7 @@ Example::
     >>> jacobiscope.list_recurrences(model)
     ['pass']
     >>> looped = jacobiscope.native_loop(model, {"input_ids": torch.tensor([[1, 2, 3]])})
-    >>> looped.x0.shape, looped.meta["loops"]  # [batch, tokens, blocks of one pass, hidden]; passes 2 and 3
+    >>> looped.x0.shape, looped.info.loops  # [batch, tokens, blocks of one pass, hidden]; passes 2 and 3
     (torch.Size([1, 3, 1, 8]), 2)
 
 How the model loops (``Inkling2LoopTextModel.forward``): layers ``loop_layer_index_start:loop_layer_index_end`` run

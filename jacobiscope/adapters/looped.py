@@ -195,16 +195,74 @@ def capture_target(block: nn.Module, spec) -> nn.Module:
 
 
 def build_maps(prepared: PreparedModel, model_inputs: ModelInputs, layers: list[int], mode: str, eta: float | None,
-               dtype: torch.dtype | None, name: str | None = None) -> list[LoopedMap]:
-    """Capture once, then build one `LoopedMap` per requested layer (internal to `looped_block` / `analyze`)."""
+               dtype: torch.dtype | None, name: str | None = None, found: tuple | None = None) -> list[LoopedMap]:
+    """Capture once, then build one `LoopedMap` per requested layer (internal to `looped_block` and the map
+    source); ``found`` is ``find_blocks(model)`` when the caller has it already (the blocks are looked up once)."""
     model = prepared.model
     if mode not in ("block", "attention"):
         raise AdapterError(f"mode must be 'block' or 'attention', got {mode!r} — pass one of them (a model's own loop: "
                            "jacobiscope.native_loop).")
-    path, blocks, spec = find_blocks(model)
+    path, blocks, spec = found if found is not None else find_blocks(model)
     indices = [block_index(layer, len(blocks), path) for layer in layers]
-    targets, parts = [], []
     composite = isinstance(blocks[indices[0]], CompositeBlock) if indices else False
+    targets, parts = _capture_plan(model, blocks, spec, indices, mode, composite)
+    device, model_dtype = _model_device_and_dtype(model)
+    kwargs = {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in model_inputs.kwargs.items()}
+    if "inputs_embeds" in kwargs and kwargs["inputs_embeds"].is_floating_point():
+        kwargs["inputs_embeds"] = kwargs["inputs_embeds"].to(model_dtype)
+    records = capture_calls(model, kwargs, targets)
+    if not composite:
+        # one record per block, followed by its attention's when a spec names the attention
+        stream = iter(records)
+        records = [(next(stream), None if mode == "block" or parts[position] is None else next(stream))
+                   for position in range(len(indices))]
+    compute_dtype = dtype
+    if compute_dtype is None and model_dtype in _HALF:
+        compute_dtype = torch.float32
+        _note(prepared, f"model weights are {str(model_dtype).replace('torch.', '')}: the maps compute in float32 (a "
+                        "copy of each block)")
+    model_name = name or getattr(model, "name_or_path", None) or type(model).__name__
+    layout = spec.state_layout if spec is not None else "batch_first"
+    maps = []
+    for position, index in enumerate(indices):
+        if composite:
+            count = len(blocks[index].capture_targets())
+            calls = records[position * count:(position + 1) * count]
+            x0 = to_batch_first(hidden_state_of(*calls[0]), layout).detach()
+            module, drive = blocks[index].bind(calls, model, kwargs), None
+        elif mode == "block":
+            module, x0, drive = _block_module(blocks[index], records[position][0], layout)
+        else:
+            module, x0, drive = _attention_module(prepared, blocks[index], records[position], parts, position, eta,
+                                                  model_inputs.initial_states)
+        if mode == "block":
+            if layout != "batch_first":
+                module = LayoutReplay(module, layout)
+            if model_inputs.initial_states is not None:
+                x0 = model_inputs.initial_states.to(device=x0.device, dtype=x0.dtype)
+        module.training = False  # the wrapper only; the block's own mode was set by prepare_model
+        looped = LoopedMap(module, batch_dims=1, state_shape=tuple(x0.shape[1:]), drive=drive, x0=x0,
+                           name=f"{model_name} layer {index} ({mode})")
+        if compute_dtype is not None and compute_dtype != x0.dtype:
+            looped = looped.to(dtype=compute_dtype)
+        info = looped.info
+        info.model, info.layer, info.mode, info.eta = str(model_name), index, mode, (None if mode == "block" else
+                                                                                      module.eta)
+        info.blocks_path, info.adapter, info.notes = path, _adapter_name(spec, mode), list(prepared.notes)
+        info.set("eta", info.eta)  # said even when None: a block map has no step size
+        maps.append(looped)
+    return maps
+
+
+def _note(prepared: PreparedModel, note: str) -> None:
+    if note not in prepared.notes:
+        prepared.notes.append(note)
+
+
+def _capture_plan(model, blocks, spec, indices: list[int], mode: str, composite: bool):
+    """The modules whose calls the capture records (each block, and its attention when a spec names it), and per
+    block the attention-mode parts ``(attention, norm, output, norm position)`` (``None``: traced later)."""
+    targets, parts = [], []
     for index in indices:
         block = blocks[index]
         if composite:
@@ -223,74 +281,39 @@ def build_maps(prepared: PreparedModel, model_inputs: ModelInputs, layers: list[
             output = _submodule(block, spec.attention_output, "attention_output", spec.name) if spec.attention_output else None
             targets.append(attention)
             parts.append((attention, norm, output, spec.resolved_norm_position(model.config)))
-    device, model_dtype = _model_device_and_dtype(model)
-    kwargs = {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in model_inputs.kwargs.items()}
-    if "inputs_embeds" in kwargs and kwargs["inputs_embeds"].is_floating_point():
-        kwargs["inputs_embeds"] = kwargs["inputs_embeds"].to(model_dtype)
-    records = capture_calls(model, kwargs, targets)
-    if not composite:
-        # one record per block, followed by its attention's when a spec names the attention
-        stream = iter(records)
-        records = [(next(stream), None if mode == "block" or parts[position] is None else next(stream))
-                   for position in range(len(indices))]
-    compute_dtype = dtype
-    if compute_dtype is None and model_dtype in _HALF:
-        compute_dtype = torch.float32
-        note = f"model weights are {str(model_dtype).replace('torch.', '')}: the maps compute in float32 (a copy of each block)"
-        if note not in prepared.notes:
-            prepared.notes.append(note)
-    model_name = name or getattr(model, "name_or_path", None) or type(model).__name__
-    layout = spec.state_layout if spec is not None else "batch_first"
-    maps = []
-    for position, index in enumerate(indices):
-        if composite:
-            count = len(blocks[index].capture_targets())
-            calls = records[position * count:(position + 1) * count]
-            x0 = to_batch_first(hidden_state_of(*calls[0]), layout).detach()
-            module = blocks[index].bind(calls, model, kwargs)
-            drive = None
-        elif mode == "block":
-            block_args, block_kwargs = records[position][0]
-            x0 = to_batch_first(hidden_state_of(block_args, block_kwargs), layout).detach()
-            module = ReplayedModule(blocks[index], block_args, block_kwargs)
-            drive = None
-        if mode == "block":
-            if layout != "batch_first":
-                module = LayoutReplay(module, layout)
-            if model_inputs.initial_states is not None:
-                x0 = model_inputs.initial_states.to(device=x0.device, dtype=x0.dtype)
-        else:
-            (block_args, block_kwargs), attention_call = records[position]
-            if parts[position] is None:
-                traced = infer_attention(blocks[index], block_args, block_kwargs)
-                parts[position] = (traced.attention, traced.norm, traced.output, traced.norm_position)
-                attention_call = (traced.attention_args, traced.attention_kwargs)
-                note = (f"attention mode: no adapter spec for model_type '{getattr(model.config, 'model_type', '?')}'; "
-                        f"traced from one call of the block: {traced.describe()}")
-                if note not in prepared.notes:
-                    prepared.notes.append(note)
-            attention_args, attention_kwargs = attention_call
-            attention, norm, output, norm_position = parts[position]
-            x0 = hidden_state_of(block_args, block_kwargs).detach()
-            if model_inputs.initial_states is not None:
-                x0 = model_inputs.initial_states.to(device=x0.device, dtype=x0.dtype)
-            if norm_position == "pre":
-                # The state of the ItrSA form is the normalized stream: start on the norm's manifold.
-                with torch.no_grad():
-                    x0 = norm(x0).detach()
-            module = LoopedAttention(ReplayedModule(attention, attention_args, attention_kwargs), norm, output,
-                                     1.0 if eta is None else eta)
-            drive = module.drive
-        module.training = False  # the wrapper only; the block's own mode was set by prepare_model
-        looped = LoopedMap(module, batch_dims=1, state_shape=tuple(x0.shape[1:]), drive=drive, x0=x0,
-                           name=f"{model_name} layer {index} ({mode})")
-        if compute_dtype is not None and compute_dtype != x0.dtype:
-            looped = looped.to(dtype=compute_dtype)
-        looped.meta.update({"model": str(model_name), "layer": index, "mode": mode, "eta": None if mode == "block" else module.eta,
-                            "blocks_path": path, "adapter": _adapter_name(spec, mode),
-                            "notes": list(prepared.notes)})
-        maps.append(looped)
-    return maps
+    return targets, parts
+
+
+def _block_module(block, record, layout: str):
+    """The block replayed with the arguments the model gave it, and the state entering it."""
+    block_args, block_kwargs = record
+    x0 = to_batch_first(hidden_state_of(block_args, block_kwargs), layout).detach()
+    return ReplayedModule(block, block_args, block_kwargs), x0, None
+
+
+def _attention_module(prepared: PreparedModel, block, record, parts: list, position: int, eta, initial_states):
+    """The ItrSA form of one block (`LoopedAttention`), its initial state (on the norm's manifold for pre-norm
+    families) and its drive; parts no spec names are traced from the block's own call (said in the notes)."""
+    (block_args, block_kwargs), attention_call = record
+    if parts[position] is None:
+        traced = infer_attention(block, block_args, block_kwargs)
+        parts[position] = (traced.attention, traced.norm, traced.output, traced.norm_position)
+        attention_call = (traced.attention_args, traced.attention_kwargs)
+        model_type = getattr(prepared.model.config, "model_type", "?")
+        _note(prepared, f"attention mode: no adapter spec for model_type '{model_type}'; traced from one call of the "
+                        f"block: {traced.describe()}")
+    attention_args, attention_kwargs = attention_call
+    attention, norm, output, norm_position = parts[position]
+    x0 = hidden_state_of(block_args, block_kwargs).detach()
+    if initial_states is not None:
+        x0 = initial_states.to(device=x0.device, dtype=x0.dtype)
+    if norm_position == "pre":
+        # The state of the ItrSA form is the normalized stream: start on the norm's manifold.
+        with torch.no_grad():
+            x0 = norm(x0).detach()
+    module = LoopedAttention(ReplayedModule(attention, attention_args, attention_kwargs), norm, output,
+                             1.0 if eta is None else eta)
+    return module, x0, module.drive
 
 
 def looped_block(model: nn.Module, inputs, layer: int, mode: str = "block", eta: float | None = None, *,
@@ -321,7 +344,7 @@ def looped_block(model: nn.Module, inputs, layer: int, mode: str = "block", eta:
 
     Returns:
         A `LoopedMap` with ``batch_dims=1`` (one trajectory per example; padded batches keep their masks), ``x0``
-        the hidden state entering the layer, and ``meta`` (model, layer, mode, adapter, notes).
+        the hidden state entering the layer, and ``info`` (model, layer, mode, adapter, notes).
 
     The model is put in eval mode (and its attention switched when needed); the map shares the block's weights.
     """

@@ -19,9 +19,11 @@ Three ways a model tells jacobiscope its recurrence, tried in this order:
    ``jacobiscope_recurrences = ("name", ...)`` (the first is the default) and a method
    ``jacobiscope_recurrence(self, name, **model_kwargs) -> dict`` returning ``{"step": callable state -> state,
    "x0": the state entering the first iteration, "loops": the configured iteration count}`` (optionally
-   ``"description"``, and for the loop-depth sweep ``"readout"``: state -> logits, ``"quality"``: state -> score).
-   Plain torch: the model needs no jacobiscope import.
-2. ``loop_map(input_ids)`` returning a `LoopedMap` (the reference Sudoku solvers): recurrence ``"loop"``.
+   ``"description"``, for the loop-depth sweep ``"readout"``: state -> logits, ``"quality"``: state -> score, and
+   for a state with a batch axis ``"batch_dims"``: leading dimensions of independent trajectories (default 0),
+   ``"drive"``: state -> ``Y_t`` for the pseudo-energy, ``"eta"``: the step size). Plain torch: the model needs no
+   jacobiscope import (the reference solvers, `jacobiscope.models`, speak it).
+2. ``loop_map(input_ids)`` returning a `LoopedMap` (a model written for jacobiscope): recurrence ``"loop"``.
 3. **A family spec**: ``adapters/<family>.json`` with a ``"recurrences"`` entry, either data (a shared module
    called once per iteration: ``{"module": "encoder.albert_layer_groups.0", "loops": "num_hidden_layers"}``) or the
    name of a builder registered with `register_recurrence` (code, for families whose iteration adds injections or
@@ -61,6 +63,9 @@ class Recurrence:
     description: str = ""
     readout: Callable | None = None  # state -> logits, for the loop-depth sweep
     quality: Callable | None = None  # state -> score (higher is better)
+    batch_dims: int = 0  # leading dimensions of the state that index independent trajectories
+    drive: Callable | None = None  # state -> Y_t, for the pseudo-energy
+    eta: float | None = None  # the step size of the loop, when it has one
 
 
 # model_type -> {recurrence name: builder(model, model_kwargs) -> Recurrence}; the first name is the default.
@@ -108,7 +113,7 @@ def list_recurrences(model_or_model_type) -> list[str]:
 
 def native_loop(model, inputs, recurrence: str | None = None) -> LoopedMap:
     """The model's own loop on ``inputs`` as a `LoopedMap` whose step is one iteration, from the state entering
-    the first (``looped.x0``); ``looped.meta["loops"]`` is the configured iteration count.
+    the first (``looped.x0``); ``looped.info.loops`` is the configured iteration count.
 
     Arguments:
         model: a looped model (ALBERT, HRM-Text, Dory, Inkling-2 loop, or any model following the protocol).
@@ -134,19 +139,46 @@ def native_loop(model, inputs, recurrence: str | None = None) -> LoopedMap:
     protocol = bool(getattr(model, "jacobiscope_recurrences", None))
     owner = (f"{type(model).__name__}.jacobiscope_recurrence({name!r})" if protocol
              else f"{type(model).__name__}'s recurrence {name!r}")
+    if not protocol and _loop_map_only(model):
+        return _from_loop_map(model, kwargs, owner)
     found = _checked(owner, _recurrence(model, name, kwargs), user_code=protocol)
-    looped = LoopedMap(found.step, x0=found.x0.detach(), name=f"{type(model).__name__}:{name}")
-    looped.meta.update(mode="loop", recurrence=name, loops=found.loops, description=found.description)
-    for key in ("readout", "quality"):
-        if callable(getattr(found, key)):
-            looped.meta[key] = getattr(found, key)
+    looped = LoopedMap(found.step, batch_dims=found.batch_dims, drive=found.drive, x0=found.x0.detach(),
+                       name=f"{type(model).__name__}:{name}")
+    info = looped.info
+    info.mode, info.layer, info.recurrence, info.loops = "loop", 0, name, found.loops
+    info.description, info.readout, info.quality, info.eta = found.description, found.readout, found.quality, found.eta
     if protocol:
         _probe(owner, looped, found)
     return looped
 
 
+def _loop_map_only(model) -> bool:
+    return callable(getattr(model, "loop_map", None)) and not _family_builders(_model_type(model))
+
+
+def _from_loop_map(model, kwargs: dict, owner: str) -> LoopedMap:
+    """The `LoopedMap` a model's own ``loop_map(input_ids)`` returns, checked, its info said (recurrence ``"loop"``,
+    layer 0, the configured loops from ``config.loops`` unless the map says them)."""
+    if "input_ids" not in kwargs:
+        raise AdapterError(f"{owner} is the model's loop_map(input_ids): the inputs hold no input_ids (keys "
+                           f"{sorted(kwargs)}) — pass {{'input_ids': tensor}}")
+    looped = model.loop_map(kwargs["input_ids"])
+    if not isinstance(looped, LoopedMap):
+        raise AdapterError(f"{type(model).__name__}.loop_map returned {_shown(looped)}, expected a jacobiscope."
+                           "LoopedMap — return LoopedMap(step, x0=...)")
+    info = looped.info
+    loops = info.loops if info.loops is not None else int(getattr(getattr(model, "config", None), "loops", 0) or 0)
+    _checked(owner, Recurrence("loop", looped.step, looped.x0, loops, "the model's loop_map"), user_code=False)
+    info.mode, info.recurrence, info.loops = "loop", "loop", loops
+    if info.layer is None:
+        info.layer = 0
+    if info.description is None:
+        info.description = "the model's loop_map"
+    return looped
+
+
 #: The keys a protocol model's ``jacobiscope_recurrence`` may return (the first three are required).
-PROTOCOL_KEYS = ("step", "x0", "loops", "description", "readout", "quality")
+PROTOCOL_KEYS = ("step", "x0", "loops", "description", "readout", "quality", "batch_dims", "drive", "eta")
 
 
 def _declared_names(model, declared) -> list[str]:
@@ -204,10 +236,11 @@ def _checked(owner: str, found: "Recurrence", *, user_code: bool) -> "Recurrence
         raise AdapterError(f"{owner}: 'loops'={loops} is over the budget of {limit} loops (analyze and loop_depth "
                            f"sweep up to the configured depth) — return the model's real iteration count, or raise "
                            f"the budget with JACOBISCOPE_MAX_LOOPS={loops}")
-    for key in ("readout", "quality"):
+    for key in ("readout", "quality", "drive"):
         value = getattr(found, key)
         if value is not None and not callable(value):
-            what = "state -> logits" if key == "readout" else "state -> a number (higher is better)"
+            what = {"readout": "state -> logits", "quality": "state -> a number (higher is better)",
+                    "drive": "state -> Y_t (a tensor like the state)"}[key]
             raise AdapterError(f"{owner}: {key!r} must be a callable {what}, or absent, got {_shown(value)} — "
                                f"return a function, or leave {key!r} out")
     description = found.description
@@ -216,7 +249,17 @@ def _checked(owner: str, found: "Recurrence", *, user_code: bool) -> "Recurrence
     elif not isinstance(description, str):
         raise AdapterError(f"{owner}: 'description' must be a str, got {_shown(description)} — return a one-line "
                            "str, or leave it out")
-    return Recurrence(found.name, found.step, x0, as_int(loops), description, found.readout, found.quality)
+    batch_dims = found.batch_dims
+    if not _is_int(batch_dims) or not 0 <= batch_dims < x0.dim():
+        raise AdapterError(f"{owner}: 'batch_dims' must be an int in 0..{x0.dim() - 1} (leading dimensions of 'x0' "
+                           f"that index independent trajectories), got {_shown(batch_dims)} — return e.g. "
+                           "'batch_dims': 1, or leave it out")
+    eta = found.eta
+    if eta is not None and not (_is_number(eta) and not isinstance(eta, bool)):
+        raise AdapterError(f"{owner}: 'eta' must be a number (the loop's step size), got {_shown(eta)} — return e.g. "
+                           "'eta': self.config.eta, or leave it out")
+    return Recurrence(found.name, found.step, x0, as_int(loops), description, found.readout, found.quality,
+                      as_int(batch_dims), found.drive, None if eta is None else float(eta))
 
 
 def _probe(owner: str, looped: LoopedMap, found: "Recurrence") -> None:
@@ -288,11 +331,8 @@ def _recurrence(model, name: str, kwargs: dict) -> Recurrence:
             raise AdapterError(f"{owner} returned no {', '.join(map(repr, missing))} — it must return a dict with "
                                "step, x0 and loops")
         return Recurrence(name, given["step"], given["x0"], given["loops"], given.get("description", ""),
-                          given.get("readout"), given.get("quality"))
-    if callable(getattr(model, "loop_map", None)) and not _family_builders(_model_type(model)):
-        looped = model.loop_map(kwargs["input_ids"])
-        loops = int(getattr(getattr(model, "config", None), "loops", 0) or 0)
-        return Recurrence("loop", looped.step, looped.x0, loops, "the model's loop_map")
+                          given.get("readout"), given.get("quality"), given.get("batch_dims", 0), given.get("drive"),
+                          given.get("eta"))
     return _family_builders(_model_type(model))[name](model, kwargs)
 
 

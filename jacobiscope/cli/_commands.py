@@ -1,5 +1,15 @@
 """What each ``jacobiscope`` command does. Arguments are checked here before any model is loaded; torch and
-transformers are imported only once the arguments are known to be usable."""
+transformers are imported only once the arguments are known to be usable.
+
+Example::
+
+    >>> from jacobiscope.cli._commands import HANDLERS
+    >>> sorted(HANDLERS)
+    ['analyze', 'demo', 'hub_list', 'hub_prepare', 'hub_push', 'sudoku_eval', 'sudoku_train']
+
+The Sudoku commands live in ``_sudoku_commands``, the argument checks every command shares in ``_checks``; both are
+importable from here as before.
+"""
 from __future__ import annotations
 
 import json
@@ -9,96 +19,20 @@ import time
 import warnings
 from pathlib import Path
 
-from ._parser import DEFAULT_TEXT, UsageError
+from ..errors import UsageError
+from ._checks import (  # noqa: F401 - the shared checks, importable from here as before the split
+    _check_diagnostics, _check_input_file, _check_puzzles, _exists, _is_file, _nan_to_none, _quiet,
+    _refuse_inside_inputs, _suggest, check_output_path,
+)
+from ._parser import DEFAULT_TEXT
+from ._sudoku_commands import (  # noqa: F401 - as above
+    _check_votes_early, _csv_split_name, _votes_message, sudoku_eval, sudoku_train,
+)
 
 __all__ = ["HANDLERS"]
 
 
 # ------------------------------------------------------------------------------------------- helpers
-def _quiet(enabled: bool) -> None:
-    """``--quiet``: silence transformers', huggingface_hub's and datasets' progress bars and info logs too."""
-    if not enabled:
-        return
-    from huggingface_hub.utils import disable_progress_bars
-    from transformers.utils import logging as transformers_logging
-
-    disable_progress_bars()
-
-    transformers_logging.disable_progress_bar()
-    transformers_logging.set_verbosity_error()
-    try:
-        import datasets
-
-        datasets.disable_progress_bars()
-    except ImportError:  # pragma: no cover - a dependency
-        pass
-
-
-def check_output_path(path: str | None, option: str) -> None:
-    """An output file must be writable: a file name, not a folder, inside a folder that exists or can be created;
-    not a FIFO, a socket or a block device; a name the file system takes."""
-    if path is None:
-        return
-    from .._io import PathError, check_file_path
-
-    example = f"{option} report{'.json' if option == '--json' else '.html'}"
-    if not path.strip():
-        raise UsageError(f"{option} needs a file name, got {path!r}", f"e.g. {example}")
-    try:
-        check_file_path(path, option)
-    except PathError as error:
-        try:
-            folder = Path(path).expanduser().is_dir()
-        except OSError:  # a name too long to even stat
-            folder = False
-        if folder:
-            raise UsageError(f"{option} {path!r} is a folder", f"give a file name, e.g. {option} "
-                             f"{Path(path) / ('report.json' if option == '--json' else 'report.html')}") from None
-        what, _, fix = " ".join(str(error).split()).partition(" — ")
-        raise UsageError(what, fix or f"give another file name, e.g. {example}") from None
-
-
-def _refuse_inside_inputs(outputs: dict, inputs: dict, *, replaced=()) -> None:
-    """`refuse_output_inside_inputs` for the command line: the outputs named by their options."""
-    from .._io import refuse_output_inside_inputs
-
-    refuse_output_inside_inputs({key: value for key, value in outputs.items() if value},
-                                {key: value for key, value in inputs.items() if value}, replaced=replaced)
-
-
-def _suggest(word: str, options) -> str:
-    import difflib
-
-    close = difflib.get_close_matches(str(word), [str(option) for option in options], n=1, cutoff=0.5)
-    return f"did you mean {close[0]!r}? " if close else ""
-
-
-def _check_puzzles(puzzles: list[str]) -> list[str]:
-    from ..data import sudoku
-
-    checked = []
-    for index, puzzle in enumerate(puzzles, start=1):
-        try:
-            checked.append(sudoku.validate_puzzle(puzzle))
-        except sudoku.SudokuError as error:
-            reason = str(error).split(" — ")[0].rstrip(".")
-            raise UsageError(f"--puzzle #{index} is not a usable Sudoku puzzle: {reason}",
-                             "give 81 digits, 0 or . for blanks, row by row") from None
-    return checked
-
-
-def _check_diagnostics(names) -> None:
-    if names is None:
-        return
-    from ..diagnostics import list_diagnostics
-
-    known = list_diagnostics()
-    unknown = [name for name in names if name not in known]
-    if unknown:
-        raise UsageError(f"unknown diagnostic(s) {', '.join(unknown)}",
-                         f"{_suggest(unknown[0], known)}choose from {','.join(known)}")
-
-
 def _load_model(args, location: str):
     """Load with safetensors only; a model that needs its own code is refused unless --trust-remote-code."""
     from ..hub import HubError, load_pretrained
@@ -337,229 +271,6 @@ def _analysis_inputs(args, model, native: bool, location: str, puzzles):
 #: The files a saved tokenizer consists of (any one of them means the folder carries its tokenizer).
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json", "merges.txt",
                     "tokenizer.model", "spiece.model", "sentencepiece.bpe.model", "special_tokens_map.json")
-
-
-# ------------------------------------------------------------------------------------------- sudoku
-def sudoku_train(args) -> int:
-    if args.config is not None:
-        _check_input_file(args.config, "--config", "a recipe JSON file, e.g. --config recipe.json")
-    if not args.out.strip():
-        raise UsageError("--out needs a folder name, got ''", "e.g. --out runs/itrsa")
-    out = Path(args.out).expanduser()
-    ancestor = out
-    while not ancestor.exists() and ancestor != ancestor.parent:
-        ancestor = ancestor.parent
-    if ancestor.exists() and not ancestor.is_dir():
-        raise UsageError(f"--out {args.out!r} cannot be a run folder: {str(ancestor)!r} is a file",
-                         "give a folder path (it is created), e.g. --out runs/itrsa")
-    _refuse_inside_inputs({"--out": args.out}, {"the recipe --config": args.config, "the data --data": args.data})
-    _quiet(args.quiet)
-    from ..data import sudoku as data
-    from ..recipes.sudoku import SudokuRecipe, train_sudoku
-
-    # The recipe and its overrides first (a typo costs nothing), then the data, then the model.
-    try:
-        recipe = SudokuRecipe.from_json(args.config) if args.config else SudokuRecipe()
-    except (ValueError, TypeError) as error:
-        text = " ".join(str(error).split())
-        if " — " in text:
-            raise UsageError(f"--config {args.config!r}: {text}") from None
-        raise UsageError(f"--config {args.config!r} is not a usable recipe: {text}",
-                         "fix the JSON (fields of jacobiscope.recipes.sudoku.SudokuRecipe)") from None
-    overrides = {key: value for key, value in (("arch", args.arch), ("max_steps", args.max_steps),
-                                               ("epochs", args.epochs), ("seed", args.seed)) if value is not None}
-    for key, value in overrides.items():
-        setattr(recipe, key, value)
-    if overrides and callable(getattr(recipe, "validate", None)):
-        try:
-            recipe.validate()
-        except (ValueError, TypeError) as error:
-            flags = ", ".join(f"--{key.replace('_', '-')} {value}" for key, value in overrides.items())
-            text = " ".join(str(error).split())
-            what, _, fix = text.partition(" — ")
-            raise UsageError(f"{flags} does not fit the recipe: {what}", fix or "change that option") from None
-    data.satnet_splits(args.data, limit=1)  # the data must be there before a model is built
-    summary = train_sudoku(recipe, args.out, resume=not args.no_resume, data_path=args.data,
-                           progress=not args.quiet)
-    if summary.get("already_finished"):
-        print(f"{args.out} already finished at step {summary['steps']} (max_steps {recipe.max_steps}); nothing "
-              "trained — raise --max-steps to continue, or --no-resume to start over")
-    print(json.dumps(summary, indent=1))
-    return 0
-
-
-def _csv_split_name(split: str, seen: dict) -> str:
-    """A csv split is named by its file name; a second file of that name (b/test.csv after a/test.csv) is named by
-    its path as given, so neither result overwrites the other."""
-    name, resolved = Path(split).name, Path(split).resolve()
-    if seen.get(name, resolved) != resolved:
-        name = split
-    seen[name] = resolved
-    return name
-
-
-def sudoku_eval(args) -> int:
-    check_output_path(args.json, "--json")
-    from ._parser import cli_budget
-
-    fresh = args.limit or 1000
-    if "fresh" in args.split and fresh > cli_budget("fresh_puzzles"):
-        raise UsageError(f"--limit {args.limit} with --split fresh would generate {fresh:,} puzzles (about 17 ms each), "
-                         f"over the budget of {cli_budget('fresh_puzzles'):,}", f"pass --limit "
-                         f"{cli_budget('fresh_puzzles')} or less; to mean it, raise JACOBISCOPE_MAX_FRESH_PUZZLES")
-    if max(args.loops) * args.votes > cli_budget("loops"):
-        raise UsageError(f"--votes {args.votes} x --loops {max(args.loops)} = {max(args.loops) * args.votes:,} loop "
-                         f"applications per puzzle is over the budget of {cli_budget('loops'):,}",
-                         "lower --votes or the largest --loops")
-    _quiet(args.quiet)
-    from ..data import sudoku as data
-    from ..hub import locate_model
-
-    splits, csv_paths = {}, {}
-    for split in args.split:
-        if split == "id":
-            splits["id"] = lambda: data.satnet_splits(args.data)[1]
-        elif split == "ood":
-            splits["ood"] = lambda: data.rrn_test(args.data)
-        elif split == "fresh":
-            from ..recipes.shipping import FRESH_GIVENS, FRESH_SEED
-
-            splits["fresh"] = lambda: data.to_dataset(*data.generate_many(args.limit or 1000, givens=FRESH_GIVENS,
-                                                                          seed=FRESH_SEED))
-        elif _is_file(split):
-            splits[_csv_split_name(split, csv_paths)] = lambda split=split: data.load_csv(split)
-        else:
-            if _exists(split):  # a folder, a FIFO: say what it is, not that it is missing
-                _check_input_file(split, "--split", "the path of a puzzle,solution csv file (or id, ood, fresh)")
-            hint = "" if any(mark in split for mark in "/.\\") else _suggest(split, ("id", "ood", "fresh"))
-            raise UsageError(f"--split {split!r} is neither id, ood, fresh nor an existing csv file",
-                             f"{hint}use id, ood, fresh, or the path of a puzzle,solution csv")
-    location = locate_model(args.model)
-    inputs = {"the model folder": location if Path(location).is_dir() else None}
-    inputs.update({f"the split {split!r}": split for split in args.split if _is_file(split)})
-    inputs["the data --data"] = args.data
-    if {"id", "ood"} & set(splits) and args.data is None:
-        try:
-            inputs["the benchmark data folder"] = str(data.data_dir())
-        except data.SudokuError:
-            pass
-    _refuse_inside_inputs({"--json": args.json}, inputs)
-    _check_votes_early(args, location)
-    # Data first: a missing or malformed file fails before the model is loaded.
-    loaded = {name: load() for name, load in splits.items()}
-    from ..hub import load_pretrained
-    from ..recipes.sudoku import evaluate_sudoku, predict_along, puzzle_records
-
-    model = load_pretrained(location)
-    if not callable(getattr(model, "solve", None)):
-        raise UsageError(f"{args.model!r} is not a Sudoku solver (it has no solve method)",
-                         "pass itrsa-sudoku, akorn-sudoku or a folder trained with 'jacobiscope sudoku train'")
-    from ..recipes._eval_checks import check_votes
-
-    try:
-        check_votes(model, args.votes)
-    except ValueError as error:
-        raise UsageError(_votes_message(args, type(model).__name__)) from error
-    from .._resources import public_name
-
-    record = {"model": public_name(location), "votes": args.votes, "loops": args.loops, "results": {}, "puzzles": {},
-              "notes": []}
-    for name, dataset in loaded.items():
-        if args.limit and args.limit > len(dataset):  # a clamp is said, never silent
-            note = f"{name}: --limit {args.limit} is more than its {len(dataset)} puzzles; all {len(dataset)} were used"
-            record["notes"].append(note)
-            print(note)
-        if args.limit:
-            dataset = dataset.select(range(min(args.limit, len(dataset))))
-        puzzles = data.to_tensor(list(dataset["puzzle"]))
-        solutions = data.to_tensor(list(dataset["solution"]))
-        started = time.perf_counter()
-        predictions = predict_along(model, puzzles, loops=args.loops, votes=args.votes, progress=not args.quiet,
-                                    desc=f"sudoku eval {name}")
-        scores = evaluate_sudoku(model, puzzles, solutions, loops=args.loops, predictions=predictions)
-        for values in scores.values():  # one trajectory served every loop count
-            values["seconds"] = time.perf_counter() - started
-            values["puzzles_per_second"] = len(puzzles) / max(values["seconds"], 1e-9)
-        record["results"][name] = scores
-        if args.json:
-            record["puzzles"][name] = puzzle_records(puzzles, solutions, predictions)
-    print(f"{'split':<8}{'loops':>7}{'votes':>7}{'board acc':>11}{'cell acc':>10}")
-    for name, per_loop in record["results"].items():
-        for count, values in per_loop.items():
-            cells = values["cell_accuracy"]
-            cells = "-" if math.isnan(cells) else f"{100 * cells:.2f}%"
-            print(f"{name:<8}{count:>7}{args.votes:>7}{100 * values['board_accuracy']:>10.2f}%{cells:>10}")
-    for name, per_loop in record["results"].items():
-        values = next(iter(per_loop.values()))
-        print(f"{name}: one trajectory per puzzle to T={max(args.loops)}, {values['seconds']:.1f} s "
-              f"({values['puzzles_per_second']:.1f} puzzles/s)")
-        if math.isnan(values["cell_accuracy"]):
-            print(f"{name}: its puzzles have no blank cells, so cell accuracy is undefined (-; null in the JSON)")
-    if args.json:
-        from .._io import atomic_write_text
-
-        # NaN is not JSON: an undefined cell accuracy (no blanks to score) is written as null
-        atomic_write_text(args.json, json.dumps(_nan_to_none(record), indent=1, allow_nan=False))
-    return 0
-
-
-def _exists(path: str) -> bool:
-    try:
-        return Path(path).expanduser().exists()
-    except (OSError, ValueError):
-        return False
-
-
-def _check_input_file(path: str, option: str, expected: str) -> None:
-    """An input file must exist and be a regular file (a folder or a FIFO is named as such, not as missing)."""
-    import stat
-
-    try:
-        mode = Path(path).expanduser().stat().st_mode
-    except FileNotFoundError:
-        raise UsageError(f"{option} {path!r} does not exist", f"pass {expected}") from None
-    except OSError as error:
-        raise UsageError(f"{option} {path!r} cannot be read ({error.strerror or error})", f"pass {expected}") from None
-    if stat.S_ISDIR(mode):
-        raise UsageError(f"{option} {path!r} is a folder, not a file", f"pass {expected}")
-    if not stat.S_ISREG(mode):
-        kind = "a FIFO (named pipe)" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device"
-        raise UsageError(f"{option} {path!r} is {kind}, not a regular file", f"pass {expected}")
-
-
-def _is_file(path: str) -> bool:
-    try:
-        return Path(path).expanduser().is_file()
-    except (OSError, ValueError):  # a name too long, a NUL byte: not a file
-        return False
-
-
-def _votes_message(args, model_class: str) -> str:
-    return (f"--votes {args.votes}: {args.model} ({model_class}) has no energy votes, it is deterministic — drop "
-            "--votes (or use --votes 1); energy voting is AKOrN's (e.g. akorn-sudoku --votes 16)")
-
-
-def _check_votes_early(args, location: str) -> None:
-    """--votes above 1 for a model family without energy votes, read from config.json before anything is loaded."""
-    if args.votes == 1 or not Path(location).is_dir():
-        return
-    try:
-        config = json.loads((Path(location) / "config.json").read_text(encoding="utf-8-sig"))
-    except (OSError, ValueError):
-        return  # load_pretrained names the problem
-    model_type = config.get("model_type") if isinstance(config, dict) else None
-    if model_type == "itrsa_sudoku":
-        raise UsageError(_votes_message(args, "ItrSAForSudoku"))
-
-
-def _nan_to_none(value):
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    if isinstance(value, dict):
-        return {key: _nan_to_none(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_nan_to_none(item) for item in value]
-    return value
 
 
 # ---------------------------------------------------------------------------------------------- hub

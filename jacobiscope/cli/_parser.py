@@ -9,6 +9,8 @@ import argparse
 import difflib
 import re
 
+from ..errors import UsageError
+
 __all__ = ["UsageError", "build_parser", "CLI_BUDGETS", "cli_budget"]
 
 DEFAULT_TEXT = "Looped transformers apply the same block again and again; their Jacobian tells us why they work."
@@ -51,13 +53,6 @@ def cli_budget(kind: str) -> int:
     if raw.isdigit() and int(raw) >= 1:
         return int(raw)
     return CLI_BUDGETS[kind]
-
-
-class UsageError(Exception):
-    """A mistake on the command line: printed as one line ``jacobiscope: error: <what> — <how to fix>``, exit 2."""
-
-    def __init__(self, what: str, fix: str | None = None):
-        super().__init__(what if fix is None else f"{what} — {fix}")
 
 
 class _Parser(argparse.ArgumentParser):

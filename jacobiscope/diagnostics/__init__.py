@@ -26,10 +26,12 @@ from ._halting import HaltingMeasurement
 from ._loop_depth import LoopDepthMeasurement
 from ._measure import measure
 from ._results import (
-    ClusterMeasurement, DiagnosticResult, EigenvaluesMeasurement, EnergyMeasurement, LyapunovMeasurement, RegimeMeasurement, SpectralNormMeasurement
+    ClusterMeasurement, DiagnosticResult, EigenvaluesMeasurement, EnergyMeasurement, FigureEntry, LyapunovMeasurement,
+    RegimeMeasurement, SpectralNormMeasurement,
 )
+from ._row import LayerResult
 
 __all__ = ["Diagnostic", "DiagnosticError", "DiagnosticDefinitionError", "Option", "check_options", "MeasureContext", "get_diagnostic", "list_diagnostics", "register_diagnostic",
            "unregister_diagnostic", "measure", "DiagnosticResult", "SpectralNormMeasurement", "EigenvaluesMeasurement",
            "LyapunovMeasurement", "ClusterMeasurement", "EnergyMeasurement", "RegimeMeasurement",
-           "FixedPointsMeasurement", "HaltingMeasurement", "LoopDepthMeasurement"]
+           "FixedPointsMeasurement", "HaltingMeasurement", "LoopDepthMeasurement", "FigureEntry", "LayerResult"]

@@ -220,20 +220,103 @@ class Diagnostic:
     def compute(self, context: MeasureContext):
         raise NotImplementedError(f"{type(self).__name__}.compute(context) must return the diagnostic's result.")
 
+    # ------------------------------------------------------------------ how its results are shown
+    #: its summary-table and DataFrame columns are in every report, measured or not (the six original built-ins)
+    listed: bool = False
+    #: the name of its figure in `Report.plot` and `Report.display` (default: its own name)
+    figure_name: str | None = None
+    #: draw its figure even when no row carries a result (the figure then says "no data")
+    figure_always: bool = False
+    #: DataFrame columns are ``<prefix><scalar>``; None: ``"<name>."`` (the built-ins keep their historic names)
+    column_prefix: str | None = None
+
+    def typed(self, value):
+        """``value`` (a stored result) as this diagnostic's ``result_type`` when it declares one and the value fits;
+        the value itself otherwise (a result that does not fit is reported by `LayerResult.type_problems`)."""
+        from ._result import DiagnosticResult
+
+        if value is None or self.result_type is None or isinstance(value, DiagnosticResult):
+            return value
+        try:
+            return self.result_type.from_dict(value)
+        except (TypeError, ValueError):
+            return value
+
     def from_row(self, row):
-        """This diagnostic's result on a report row, typed (``result_type.from_dict``) when it declares a type."""
-        raw = (row.extra or {}).get(self.name)
-        if raw is None or self.result_type is None:
-            return raw
-        return self.result_type.from_dict(raw)
+        """This diagnostic's result on a report row (typed when it declares a ``result_type``), or None."""
+        return self.typed(row.results.get(self.name))
 
     def columns(self, result) -> dict:
-        """Summary-table cells of one row: ``{header: value}`` (numbers or short strings)."""
-        return {}
+        """Summary-table cells of one row: ``{header: value}`` (numbers or short strings). Default: the result's
+        own ``columns()``; a plain number or str result is its own column."""
+        from ._result import DiagnosticResult
+
+        if isinstance(result, DiagnosticResult):
+            return dict(result.columns())
+        return {self.name: result} if _is_scalar(result) and result is not None else {}
+
+    def table_headers(self) -> tuple:
+        """The headers it always shows (a listed diagnostic's, from its result type)."""
+        return tuple(getattr(self.result_type, "headers", ())) if self.listed else ()
+
+    def scalars(self, result) -> dict:
+        """DataFrame columns of one row: the result's ``scalars()`` (a plain dict: its number/str entries; a plain
+        number: itself), named ``<prefix><key>``."""
+        from ._result import DiagnosticResult
+
+        prefix = f"{self.name}." if self.column_prefix is None else self.column_prefix
+        if isinstance(result, DiagnosticResult):
+            values = result.scalars()
+        elif isinstance(result, dict):
+            values = {key: value for key, value in result.items() if _is_scalar(value)}
+        elif _is_scalar(result) and result is not None:
+            return {self.name: result}
+        else:
+            values = {}
+        return {f"{prefix}{key}": value for key, value in values.items()}
+
+    def scalar_columns(self) -> tuple:
+        """The DataFrame columns it always has (a listed diagnostic's)."""
+        prefix = f"{self.name}." if self.column_prefix is None else self.column_prefix
+        names = getattr(self.result_type, "scalar_names", ()) if self.listed else ()
+        return tuple(f"{prefix}{name}" for name in names)
+
+    def glossary(self) -> dict:
+        """``{header: (unit, meaning)}`` for its summary-table columns: the result type's own entries, else the
+        first line of this class's docstring."""
+        return dict(getattr(self.result_type, "glossary", {}) or {})
+
+    def panel_count(self, entries) -> int:
+        """How many Axes its figure takes for ``entries``: the result type's ``panels`` (None: one per row that
+        carries a result)."""
+        panels = getattr(self.result_type, "panels", 0)
+        if panels is None:
+            return max(1, sum(1 for entry in entries if entry.result is not None))
+        return panels
+
+    def draw(self, axes, entries) -> None:
+        """Draw its figure on ``axes`` from ``entries`` (`FigureEntry`: row, result, label, color)."""
+        if self.result_type is None or not getattr(self.result_type, "panels", 0) != 0:
+            raise DiagnosticError(f"diagnostic {self.name!r} draws no figure on given Axes — its result type declares "
+                                  "no panels/draw; call plot() without ax")
+        self.result_type.draw(axes, entries)
+
+    def entries(self, rows: list, labels: list, colors: list) -> list:
+        """One `FigureEntry` per row: the row, its result (typed, or None), label and color."""
+        from ._result import FigureEntry
+
+        return [FigureEntry(row, self.from_row(row), label, color) for row, label, color in zip(rows, labels, colors)]
 
     def figure(self, rows: list, labels: list):
-        """A figure over several rows (``rows[i].diagnostic(self.name)`` is each row's result), or None."""
-        return None
+        """A figure over several rows, or None: by default the result type's ``draw`` on a new Agg figure."""
+        if self.result_type is None or getattr(self.result_type, "panels", 0) == 0:
+            return None
+        from .._figures import labels_and_colors, new_figure
+
+        entries = self.entries(rows, labels, labels_and_colors(rows)[1])
+        figure, axes = _figure_with_axes(new_figure, self.panel_count(entries), self.result_type)
+        self.draw(axes, entries)
+        return figure
 
     def __repr__(self) -> str:
         return f"<Diagnostic {self.name!r}>"
@@ -272,7 +355,7 @@ def _check_definition(diagnostic: Diagnostic) -> None:
         raise DiagnosticDefinitionError(f"diagnostic {name!r} requires {list(requires)}, which (through their own "
                                         f"requires) need {name!r} back — break the cycle")
     result_type = diagnostic.result_type
-    from ._results import DiagnosticResult
+    from ._result import DiagnosticResult
 
     if result_type is not None and not (isinstance(result_type, type) and issubclass(result_type, DiagnosticResult)):
         raise DiagnosticDefinitionError(f"diagnostic {name!r}: result_type must be a DiagnosticResult dataclass or "
@@ -473,3 +556,32 @@ def check_options(chosen: list, options: dict | None) -> dict:
 def finite_or_nan(value) -> float:
     value = float(value)
     return value if math.isfinite(value) else math.nan
+
+
+def _is_scalar(value) -> bool:
+    return value is None or isinstance(value, (int, float, str, bool))
+
+
+def figure_axes_layout(count: int, result_type) -> tuple:
+    """``(columns, lines, width, height)`` of a figure with ``count`` panels: one line for a fixed panel count, a
+    grid of at most three columns for one panel per row."""
+    import math
+
+    if getattr(result_type, "panels", 0) is None:
+        columns = min(3, count)
+        lines = math.ceil(count / columns)
+        return columns, lines, 4.6 * columns, 3.2 * lines
+    size = getattr(result_type, "figure_size", None) or (5.0 * count, 4.2)
+    return count, 1, size[0], size[1]
+
+
+def _figure_with_axes(new_figure, count: int, result_type):
+    columns, lines, width, height = figure_axes_layout(count, result_type)
+    if count <= 12:
+        figure = new_figure(width, height)
+    else:
+        # The constrained-layout solver costs as much as drawing once per panel: fixed margins for big grids.
+        figure = new_figure(width, height, layout=None)
+        figure.subplots_adjust(left=0.07, right=0.98, top=1 - 0.55 / height, bottom=0.45 / height, hspace=0.55,
+                               wspace=0.3)
+    return figure, list(figure.subplots(lines, columns, squeeze=False).flat)

@@ -1,8 +1,77 @@
 """Token-cluster order parameters along the trajectory."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from .._values import _finite_or_nan, _num
 from ._base import Diagnostic, MeasureContext
-from ._results import ClusterMeasurement
+from ._result import DiagnosticResult, bad, last, numbers
+
+CLUSTER_KEYS = ("top_eigenvalue", "effective_clusters", "cluster_count")
+
+
+@dataclass
+class ClusterMeasurement(DiagnosticResult):
+    """Token-cluster order parameters per loop ``t = 0..`` (the last finite loop).
+
+    Example::
+
+        >>> from jacobiscope.diagnostics import ClusterMeasurement
+        >>> result = ClusterMeasurement([0.5, 0.9], [2.0, 1.1], [2, 1])
+        >>> result.columns(), result.scalars()["final_cluster_count"]
+        ({'eff. clusters': '1.1'}, 1)
+    """
+
+    top_eigenvalue: list
+    effective_clusters: list
+    cluster_count: list
+
+    headers = ("eff. clusters",)
+    scalar_names = ("final_top_eigenvalue", "final_effective_clusters", "final_cluster_count")
+    glossary = {"eff. clusters": ("tokens", "effective number of token clusters at the last loop (1: all tokens "
+                                            "agree).")}
+    panels = 2
+    figure_size = (11.0, 4.2)
+
+    def columns(self) -> dict:
+        value = last(self.effective_clusters)
+        return {"eff. clusters": None if value is None else _num(value, ".3g")}
+
+    def scalars(self) -> dict:
+        return {f"final_{key}": last(getattr(self, key)) for key in CLUSTER_KEYS}
+
+    def problems(self, name: str) -> list[str]:
+        return [bad(f"{name}[{key!r}]", getattr(self, key), "a list of numbers") for key in CLUSTER_KEYS
+                if not numbers(getattr(self, key))]
+
+    def relation_problems(self, name: str, row) -> list[str]:
+        # Fewer is fine: a row that went NaN/Inf stops at its last finite loop.
+        return [f"{name}[{key!r}] has {len(getattr(self, key))} values, expected at most loops + 1 = {row.loops + 1}"
+                for key in CLUSTER_KEYS if len(getattr(self, key)) > row.loops + 1]
+
+    @classmethod
+    def draw(cls, axes, entries) -> None:
+        """The top eigenvalue, and the effective (solid) and counted (dashed) clusters against the loop."""
+        from .._figures import legend
+
+        ax_top, ax_count = axes
+        for _, result, label, color in entries:
+            if result is None:
+                continue
+            top = _finite_or_nan(result.top_eigenvalue)
+            if top:
+                ax_top.plot(range(len(top)), top, color=color, label=label)
+            effective = _finite_or_nan(result.effective_clusters)
+            if effective:
+                ax_count.plot(range(len(effective)), effective, color=color, label=label)
+            count = _finite_or_nan(result.cluster_count)
+            if count:
+                ax_count.plot(range(len(count)), count, color=color, ls="--", lw=1)
+        ax_top.set_title("top eigenvalue")
+        ax_count.set_title("clusters: effective (solid), count (dashed)")
+        for ax in (ax_top, ax_count):
+            ax.set_xlabel("loop t")
+        legend(ax_count, len(entries))
 
 
 class Clusters(Diagnostic):
@@ -11,6 +80,8 @@ class Clusters(Diagnostic):
 
     name = "clusters"
     result_type = ClusterMeasurement
+    listed = True
+    column_prefix = ""  # the historic DataFrame names (max_spectral_norm, lambda_max, ...)
 
     def cost(self, state_size, loops, options):
         return {"forward": 0.3 * (loops + 1)}  # a small eigenproblem per state: a fraction of a block forward
@@ -27,28 +98,5 @@ class Clusters(Diagnostic):
             return None  # no token axis (or several examples in one state): a state must be [tokens, features]
         order = token_order_parameters(states)
         return ClusterMeasurement(top_eigenvalue=order.top_eigenvalue.tolist(),
-                             effective_clusters=order.effective_clusters.tolist(),
-                             cluster_count=[int(c) for c in order.cluster_count.tolist()])
-
-    def fields(self, result) -> dict:
-        return {"clusters": None if result is None else result.to_dict()}
-
-    def from_row(self, row):
-        return None if row.clusters is None else ClusterMeasurement.from_dict(row.clusters)
-
-    headers = ("eff. clusters",)
-
-    def cells(self, scalars: dict) -> list[str]:
-        from ..report._text import _num
-
-        return [_num(scalars["final_effective_clusters"], ".3g")]
-
-    figure_name = "clusters"
-
-    def figure(self, rows, labels):
-        """The report's "clusters" figure over ``rows`` (None when no row has data for it)."""
-        from ..report._plots import _labels_and_colors, _new_figure, _plot_clusters
-
-        if not (any(isinstance(row.clusters, dict) and row.clusters for row in rows)):
-            return None
-        return _plot_clusters(_new_figure, rows, labels, _labels_and_colors(rows)[1])
+                                  effective_clusters=order.effective_clusters.tolist(),
+                                  cluster_count=[int(c) for c in order.cluster_count.tolist()])

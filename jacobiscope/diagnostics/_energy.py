@@ -1,8 +1,50 @@
 """The pseudo-energy ``-Tr(X_t^T Y_t)`` along the trajectory, for maps with a drive."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from .._values import _finite_or_nan
 from ._base import Diagnostic, MeasureContext
-from ._results import EnergyMeasurement
+from ._result import DiagnosticResult, bad, last, numbers
+
+
+@dataclass
+class EnergyMeasurement(DiagnosticResult):
+    """The pseudo-energy ``E_t = -Tr(X_t^T Y_t)`` per loop.
+
+    Example::
+
+        >>> from jacobiscope.diagnostics import EnergyMeasurement
+        >>> EnergyMeasurement([3.0, 2.0, 1.5]).scalars()
+        {'final_energy': 1.5}
+    """
+
+    values: list
+
+    scalar_names = ("final_energy",)
+    panels = 1
+    figure_size = (7.0, 4.2)
+
+    def scalars(self) -> dict:
+        return {"final_energy": last(self.values)}
+
+    def problems(self, name: str) -> list[str]:
+        return [] if numbers(self.values) else [bad(name, self.values, "null or a list of numbers")]
+
+    @classmethod
+    def draw(cls, axes, entries) -> None:
+        from .._figures import legend, points
+
+        ax, drawn = axes[0], 0
+        for _, result, label, color in entries:
+            if result is not None and result.values:
+                values = _finite_or_nan(result.values)
+                ax.plot(range(len(values)), values, color=color, label=label, **points(values))
+                drawn += 1
+        ax.set_title("pseudo-energy $E_t = -\\mathrm{Tr}(X_t^\\top Y_t)$")
+        ax.set_xlabel("loop t")
+        ax.set_ylabel("$E_t$")
+        legend(ax, drawn)
 
 
 class Energy(Diagnostic):
@@ -10,6 +52,8 @@ class Energy(Diagnostic):
 
     name = "energy"
     result_type = EnergyMeasurement
+    listed = True
+    column_prefix = ""  # the historic DataFrame names (max_spectral_norm, lambda_max, ...)
 
     def cost(self, state_size, loops, options):
         return {"forward": loops + 1}  # one drive evaluation per state
@@ -21,19 +65,3 @@ class Energy(Diagnostic):
             return None
         states = context.states[: context.last_finite + 1].unsqueeze(1)
         return EnergyMeasurement(values=pseudo_energy(states, context.looped).reshape(-1).tolist())
-
-    def fields(self, result) -> dict:
-        return {"energy": None if result is None else result.values}
-
-    def from_row(self, row):
-        return None if row.energy is None else EnergyMeasurement(values=list(row.energy))
-
-    figure_name = "energy"
-
-    def figure(self, rows, labels):
-        """The report's "energy" figure over ``rows`` (None when no row has data for it)."""
-        from ..report._plots import _labels_and_colors, _new_figure, _plot_energy
-
-        if not (any(row.energy for row in rows)):
-            return None
-        return _plot_energy(_new_figure, rows, labels, _labels_and_colors(rows)[1])

@@ -9,7 +9,7 @@ import torch
 
 from ..errors import ConvergenceWarning
 from ._base import Diagnostic, MeasureContext, Option
-from ._results import DiagnosticResult
+from ._result import DiagnosticResult
 
 
 @dataclass

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ._base import Diagnostic, MeasureContext, Option
-from ._results import DiagnosticResult
+from ._result import DiagnosticResult
 
 
 @dataclass

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ._base import Diagnostic, MeasureContext
-from ._results import DiagnosticResult
+from ._result import DiagnosticResult
 
 
 @dataclass
@@ -96,7 +96,7 @@ class LoopDepth(Diagnostic):
                 "collapse": "-" if result.collapse_loop is None else result.collapse_loop}
 
     def figure(self, rows, labels):
-        from ..report._plots import _new_figure
+        from .._figures import new_figure as _new_figure
 
         figure = _new_figure(11.0, 4.0)
         left, right = figure.subplots(1, 2)

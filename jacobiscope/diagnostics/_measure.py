@@ -13,8 +13,9 @@ from ..errors import (
     ArgumentError, ConvergenceWarning, JacobiscopeError, MemoryBudgetError, NonFiniteWarning, SlowDerivativesWarning,
 )
 from ..linalg._reverse_products import DERIVATIVES_KEY, REVERSE, uses_reverse_products
-from ..report._values import _plain
+from .._values import _plain
 from ._base import DiagnosticError, MeasureContext, check_options, resolve
+from ._row import LayerResult
 from .._validation import floating_dtype, nonnegative_int, positive_int, seed_int, within_budget
 
 __all__ = ["measure"]
@@ -73,9 +74,9 @@ def measure(looped_map, x0=None, *, loops: int = 32, diagnostics=None, k: int = 
             wrong kind or over its budget is refused before any loop runs.
 
     Returns:
-        A `jacobiscope.LayerResult`: state norms and step sizes along the loop, each built-in diagnostic in its
-        field, any other registered diagnostic's result in ``row.extra[name]``, the regime verdict with its evidence,
-        and flags (a trajectory that went NaN/Inf is flagged with its loop; the finite part is still measured; a
+        A `jacobiscope.LayerResult`: state norms and step sizes along the loop, every diagnostic's typed result in
+        ``row.results[name]`` (the regime verdict with its evidence among them; a diagnostic that had nothing to
+        measure, e.g. energy on a map without a drive, is absent), and flags (a trajectory that went NaN/Inf is flagged with its loop; the finite part is still measured; a
         result holding NaN/Inf is flagged with where; a size clamped to the state, e.g. ``k`` larger than it, is
         said).
 
@@ -85,8 +86,6 @@ def measure(looped_map, x0=None, *, loops: int = 32, diagnostics=None, k: int = 
         DiagnosticError: a registered (user) diagnostic raised, returned what a report cannot hold, or modified
             the trajectory — naming it and what it returned.
     """
-    from ..report import LayerResult
-
     options = _check_arguments(loops, diagnostics, k, eigen_k, eigen_restarts, spectral_samples, seed, dtype, options,
                                label, input_index, mode)
     input_index = operator.index(input_index)  # a numpy int is stored as a plain int
@@ -118,13 +117,6 @@ def measure(looped_map, x0=None, *, loops: int = 32, diagnostics=None, k: int = 
             warnings.warn(warning.message, SlowDerivativesWarning, stacklevel=2)
     if uses_reverse_products(looped) and isinstance(getattr(looped_map, "meta", None), dict):
         looped_map.meta[DERIVATIVES_KEY] = REVERSE  # the caller's map (measured through a copy) learns it too
-    values, extra = {}, {}
-    for diagnostic in chosen:
-        result = context.results[diagnostic.name]
-        if hasattr(diagnostic, "fields"):
-            values.update(diagnostic.fields(result))
-        else:
-            extra[diagnostic.name] = result.to_dict() if hasattr(result, "to_dict") else result
     if label is None or (isinstance(label, str) and not label):
         label = looped.name
     return LayerResult(
@@ -132,11 +124,9 @@ def measure(looped_map, x0=None, *, loops: int = 32, diagnostics=None, k: int = 
         mode=mode or looped.meta.get("mode", "loop"), eta=eta, loops=loops,
         state_shape=list(context.states.shape[1:]), dtype=str(context.states.dtype).replace("torch.", ""),
         state_norm=context.state_norm, step_size=context.step_size,
-        spectral_norm=values.get("spectral_norm", []), eigenvalues=values.get("eigenvalues"),
-        eigen_loop=values.get("eigen_loop"), oscillation=values.get("oscillation"), lyapunov=values.get("lyapunov"),
-        clusters=values.get("clusters"), energy=values.get("energy"), regime=values.get("regime", "unknown"),
-        evidence=values.get("evidence", {}), flags=context.flags, seconds=time.perf_counter() - started,
-        extra=extra or None, timings=timings)
+        results={diagnostic.name: context.results[diagnostic.name] for diagnostic in chosen
+                 if context.results[diagnostic.name] is not None},
+        flags=context.flags, seconds=time.perf_counter() - started, timings=timings)
 
 
 #: measure's own sizes: their defaults (a clamp of a value the caller chose is said on the row). Their budgets are the

@@ -3,8 +3,47 @@ from __future__ import annotations
 
 import math
 
+from dataclasses import dataclass, field
+
 from ._base import Diagnostic, MeasureContext
-from ._results import RegimeMeasurement
+from ._result import DiagnosticResult, bad
+
+
+@dataclass
+class RegimeMeasurement(DiagnosticResult):
+    """The verdict (a `jacobiscope.dynamics.Regime` value) and the numbers behind it.
+
+    Example::
+
+        >>> from jacobiscope.diagnostics import RegimeMeasurement
+        >>> RegimeMeasurement("converging", {"lambda_late": -0.7}).columns()
+        {'regime': 'converging'}
+    """
+
+    regime: str
+    evidence: dict = field(default_factory=dict)
+
+    headers = ("regime",)
+    scalar_names = ("regime",)
+    glossary = {"regime": ("-", "the verdict, by the rules of jacobiscope.classify_dynamics (calibration table in "
+                                "the README).")}
+
+    def columns(self) -> dict:
+        return {"regime": str(self.regime)}
+
+    def scalars(self) -> dict:
+        return {"regime": self.regime}
+
+    def problems(self, name: str) -> list[str]:
+        from ..dynamics.regime import Regime
+
+        regimes = tuple(regime.value for regime in Regime)
+        problems = []
+        if not isinstance(self.regime, str) or self.regime not in regimes:
+            problems.append(bad("regime", self.regime, f"one of {', '.join(map(repr, regimes))}"))
+        if not isinstance(self.evidence, dict):
+            problems.append(bad("evidence", self.evidence, "an object"))
+        return problems
 
 
 def _first_nonfinite_derivative(norms, eigen, lyapunov) -> int | None:
@@ -25,6 +64,8 @@ class Regime(Diagnostic):
     name = "regime"
     result_type = RegimeMeasurement
     always = True
+    listed = True
+    column_prefix = ""  # the historic DataFrame names (max_spectral_norm, lambda_max, ...)
 
     def compute(self, context: MeasureContext):
         from ..dynamics.regime import classify_dynamics
@@ -51,16 +92,3 @@ class Regime(Diagnostic):
                 context.flags.append(f"Jacobian NaN/Inf at loop {loop} (the states stay finite) — the results that "
                                      "use it are NaN; compute in float64 (dtype=torch.float64) or check the weights")
         return RegimeMeasurement(verdict.regime, dict(verdict.evidence))
-
-    def fields(self, result) -> dict:
-        return {"regime": result.regime, "evidence": result.evidence}
-
-    def from_row(self, row):
-        return RegimeMeasurement(row.regime, row.evidence)
-
-    headers = ("regime",)
-
-    def cells(self, scalars: dict) -> list[str]:
-        return [str(scalars["regime"])]
-
-

@@ -129,7 +129,9 @@ def loop_function(looped_map: LoopedMap, function: Callable, name: str, *, keep_
     for attribute in ("_dtype", "_device"):  # a map cast with `to` casts the states it is given: so must its parts
         if hasattr(looped_map, attribute):
             setattr(new, attribute, getattr(looped_map, attribute))
-    new.meta = {key: value for key, value in looped_map.meta.items() if key not in ("readout", "quality")}
+    # Its own info and extras (a part of the loop reads out nothing: no readout, no quality score).
+    new.info, new._extras = looped_map.info.copy(), dict(looped_map._extras)
+    new.info.readout = new.info.quality = None
     return new
 
 
@@ -148,7 +150,7 @@ def read_anatomy(looped_map: LoopedMap, what: str) -> LoopAnatomy:
         raise ArgumentError(f"{what} needs a jacobiscope.LoopedMap, got {type(looped_map).__name__} — pass e.g. "
                             "model.loop_map(puzzles) or jacobiscope.looped_block(model, inputs, layer, "
                             "mode='attention').")
-    if looped_map.meta.get("power", 1) != 1:
+    if looped_map.info.power != 1:
         raise ArgumentError(f"{what}: '{looped_map.name}' is a composed map F^p (LoopedMap.power); a composition has "
                             "no single normalization or drive — pass the one-loop map it was made from.")
     loop = looped_map.module
@@ -160,7 +162,7 @@ def read_anatomy(looped_map: LoopedMap, what: str) -> LoopAnatomy:
 
 
 def _not_recognized(looped_map: LoopedMap, what: str) -> str:
-    if looped_map.meta.get("mode") == "block":
+    if looped_map.info.mode == "block":
         kind = "a block-mode map (the whole layer, whose residual stream is not normalized after the attention)"
         fix = ("build the attention-mode map of the same layer: jacobiscope.looped_block(model, inputs, layer, "
                "mode='attention')")

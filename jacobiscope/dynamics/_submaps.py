@@ -77,7 +77,7 @@ def without_norm(looped_map: LoopedMap) -> LoopedMap:
     looped_map = as_looped_map(looped_map)
     anatomy = read_anatomy(looped_map, "without_norm")
     bare = loop_function(looped_map, anatomy.pre_norm, f"{looped_map.name} without norm", keep_drive=True)
-    bare.meta["norm"] = "removed"
+    bare.info.norm = "removed"
     return bare
 
 

@@ -28,8 +28,7 @@ import torch
 from ..linalg.operators import forward_ad_context
 from ._tangent_step import TangentStep, bound_step, jvp_block, loop_functions, map_params, with_params
 
-__all__ = ["traced_tangent_step", "trace_cost_seconds", "cached_graph", "mark_untraceable", "UntraceableError",
-           "UNTRACEABLE"]
+__all__ = ["traced_tangent_step", "trace_cost_seconds", "cached_graph", "mark_untraceable", "UNTRACEABLE"]
 
 
 # Graphs traced in this process, per map owner (the module or function the user passed, held weakly) and call
@@ -42,8 +41,9 @@ _FIRST_TRACE_EXTRA_SECONDS = 0.8
 _traced_once = False
 
 
-class UntraceableError(RuntimeError):
-    """The step could not be traced (raised inside a trial, which drops the traced path)."""
+class _UntraceableError(RuntimeError):
+    """The step could not be traced (raised inside a trial, which drops the traced path). Private: it never leaves
+    the trial, whose ``except Exception`` falls back to the eager loop."""
 
 
 _TRACE_PER_EAGER_LOOP = 100  # a trace costs ~60-80 eager loops of a dispatch-bound map (fewer of a heavy one)
@@ -107,7 +107,7 @@ class _TracedLoop:
         self.key = _signature(self.map, x, frame.shape[0], self.chunk_size, self.renormalize)
         graph = self.cache.get(self.key) if self.cache is not None else None
         if graph is UNTRACEABLE:
-            raise UntraceableError(f"'{self.map.name}' could not be traced before")
+            raise _UntraceableError(f"'{self.map.name}' could not be traced before")
         self.from_cache = graph is not None
         if graph is None:
             graph = self._trace(x, frame)
@@ -137,12 +137,12 @@ class _TracedLoop:
                                     _allow_non_fake_inputs=True)(self.params, x, frame)
                 return simplify_tangent_graph(graph)
             except Exception as error:  # noqa: BLE001 - whatever stops the trace, the eager loop still works
-                raise UntraceableError(f"'{self.map.name}' could not be traced: {error}") from error
+                raise _UntraceableError(f"'{self.map.name}' could not be traced: {error}") from error
 
 
 def traced_tangent_step(looped_map, batch: int, chunk_size=None, owner=None) -> TangentStep:
     """The loop as cleaned ``make_fx`` graphs, each traced at its first call; a step that cannot be traced (data-
-    dependent control flow, an op without a fake-tensor rule, ...) raises `UntraceableError` there. ``owner``
+    dependent control flow, an op without a fake-tensor rule, ...) raises `_UntraceableError` there. ``owner``
     (the module or function the map was built from) keys the graphs reused by later runs in this process."""
     advance, renormalize = loop_functions(jvp_block, chunk_size, batch)
     return TangentStep("traced", _TracedLoop(advance, looped_map, chunk_size, False, owner),

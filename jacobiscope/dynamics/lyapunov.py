@@ -115,8 +115,8 @@ def lyapunov_spectrum(
             graph of plain tensor operations and replays it (eager forward-mode AD spends most of its time on
             bookkeeping: the replay runs 2-4x faster on small maps), and a run that would still take minutes is
             compiled with ``torch.compile``; every switch is checked against the eager loop and dropped
-            silently if it fails or disagrees (``meta["tangent_path"]`` says which path ran). ``False``: always
-            eager forward-mode AD. ``True``: ``torch.compile`` from the first loop (a one-off compilation of
+            silently if it fails or disagrees (the result's ``meta["tangent_path"]`` says which path ran).
+            ``False``: always eager forward-mode AD. ``True``: ``torch.compile`` from the first loop (a one-off compilation of
             10-20 s on CPU), eager with a warning if compilation fails.
 
     Returns:

@@ -33,7 +33,7 @@ import torch
 __all__ = ["DERIVATIVES_KEY", "REVERSE", "needs_reverse_products", "uses_reverse_products", "use_reverse_products",
            "reverse_jvp_block", "reverse_vjp_function"]
 
-#: Where a map records how its derivatives are taken (it travels into results with the rest of ``meta``).
+#: Where a map records how its derivatives are taken: ``looped.info.derivatives`` (``meta[DERIVATIVES_KEY]`` too).
 DERIVATIVES_KEY = "derivatives"
 REVERSE = "double backward (a custom autograd.Function without forward-mode support)"
 
@@ -52,7 +52,10 @@ def needs_reverse_products(error: BaseException) -> bool:
 
 
 def uses_reverse_products(looped_map) -> bool:
-    meta = getattr(looped_map, "meta", None)
+    info = getattr(looped_map, "info", None)
+    if info is not None and hasattr(info, DERIVATIVES_KEY):
+        return getattr(info, DERIVATIVES_KEY) == REVERSE
+    meta = getattr(looped_map, "meta", None)  # a map-like object of the user's, with a plain dict
     return isinstance(meta, dict) and meta.get(DERIVATIVES_KEY) == REVERSE
 
 
@@ -62,7 +65,10 @@ def use_reverse_products(looped_map) -> None:
         return
     from ..errors import SlowDerivativesWarning
 
-    looped_map.meta[DERIVATIVES_KEY] = REVERSE
+    if hasattr(getattr(looped_map, "info", None), DERIVATIVES_KEY):
+        looped_map.info.derivatives = REVERSE
+    else:
+        looped_map.meta[DERIVATIVES_KEY] = REVERSE
     warnings.warn(
         f"The step of '{looped_map.name}' contains a custom torch.autograd.Function without forward-mode support, "
         "so jacobiscope takes its Jacobian-vector products by double backward through its own backward (exact, "

@@ -1,5 +1,6 @@
-"""Turn a trained Sudoku run into a published checkpoint folder: weights, config with ``auto_map``, measured results,
-and a model card written from those measurements."""
+"""Turn a trained Sudoku run into a published checkpoint folder: weights, config, measured results, and a model card
+written from those measurements. The folder carries no Python code (the package registers its models with
+``AutoModel``); `jacobiscope.hub.prepare_for_hub` writes the code and ``auto_map`` into a copy for a Hub upload."""
 from __future__ import annotations
 
 import json
@@ -155,8 +156,8 @@ pipeline_tag: other
 {description}
 
 Load it offline with jacobiscope (`jacobiscope.load_pretrained("{name}")`), from this folder with
-`AutoModel.from_pretrained(path)` after `import jacobiscope.models`, or from the Hub with `trust_remote_code=True` (the folder
-carries its own modeling code).
+`AutoModel.from_pretrained(path)` after `import jacobiscope.models`, or from the Hub with `trust_remote_code=True` (an
+uploaded folder carries its own modeling code, written by `jacobiscope hub prepare`).
 
 ## Architecture and recipe
 
@@ -231,9 +232,10 @@ def ship_checkpoint(source, name: str, *, description: str, limitations: list[st
                     votes=(1,), ood_limit: int = 2000, destination=None, training: dict | None = None,
                     vote_limit: int = 200, id_limit: int | None = None, device=None,
                     dynamics_puzzles: int = 16, fresh_limit: int = 1000) -> Path:
-    """Copy a trained checkpoint into ``hub_configs/<name>`` (or ``destination``), measure it, write results.json
-    and the model card, and add the code + ``auto_map`` for Hub users."""
-    from ..hub import load_pretrained, prepare_for_hub
+    """Copy a trained checkpoint into ``hub_configs/<name>`` (or ``destination``), measure it, and write results.json
+    and the model card. No code is copied (and an ``auto_map`` is dropped): ``jacobiscope hub prepare`` writes them
+    into a copy for a Hub upload."""
+    from ..hub import load_pretrained
 
     source = Path(source)
     root = Path(__file__).resolve().parents[2] / "hub_configs"
@@ -242,8 +244,8 @@ def ship_checkpoint(source, name: str, *, description: str, limitations: list[st
     if staging.exists():
         shutil.rmtree(staging)
     staging.mkdir(parents=True)
-    for file in ("config.json", "model.safetensors"):
-        shutil.copy2(source / file, staging / file)
+    shutil.copy2(source / "model.safetensors", staging / "model.safetensors")
+    atomic_write_text(staging / "config.json", _shipped_config(source / "config.json"))
     model = load_pretrained(staging).eval()
     if device is not None:
         model = model.to(device)
@@ -254,8 +256,15 @@ def ship_checkpoint(source, name: str, *, description: str, limitations: list[st
     atomic_write_text(staging / "results.json", json.dumps(results, indent=1))
     write_model_card(staging, name=name, recipe=recipe, results=results, training=training or {},
                      description=description, limitations=limitations)
-    prepare_for_hub(staging)
     if folder.exists():
         shutil.rmtree(folder)
     staging.rename(folder)  # the published folder appears whole or not at all
     return folder
+
+
+def _shipped_config(path: Path) -> str:
+    """config.json without ``auto_map``: a shipped folder holds no code for it to point at (the package's models
+    are registered with ``AutoModel``), so a copy of the code can never drift from the package."""
+    config = json.loads(path.read_text(encoding="utf-8-sig"))
+    config.pop("auto_map", None)
+    return json.dumps(config, indent=2, sort_keys=True) + "\n"

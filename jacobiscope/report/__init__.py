@@ -23,7 +23,7 @@ pandas; both are imported only when called.
 """
 from __future__ import annotations
 
-from ._json import ReportFormatError, ReportSourceError
+from ._json import ReportFormatError, ReportSourceError, upgrade
 from ._plots import ReportDisplay
 from ._report import Report
 from ._schema import (  # noqa: F401 - the schema constants are public too
@@ -31,4 +31,5 @@ from ._schema import (  # noqa: F401 - the schema constants are public too
     LayerResult,
 )
 
-__all__ = ["LayerResult", "Report", "ReportDisplay", "ReportFormatError", "ReportSourceError", "MODES", "REGIMES", "DATAFRAME_COLUMNS"]
+__all__ = ["LayerResult", "Report", "ReportDisplay", "ReportFormatError", "ReportSourceError", "MODES", "REGIMES",
+           "DATAFRAME_COLUMNS", "FORMAT_VERSION", "upgrade"]

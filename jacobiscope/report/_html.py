@@ -163,7 +163,7 @@ def _verdicts_html(report) -> str:
 
 def _summary_html(report) -> str:
     from ._overview import glossary_rows
-    from ._text import _extra_columns
+    from ._text import table_columns
 
     parts = ["<h2>Summary</h2>"]
     headers, body = report._summary_cells(max_label=None)
@@ -178,8 +178,8 @@ def _summary_html(report) -> str:
     parts.append("</tbody></table></div>")
     parts.append('<details open><summary>What the columns mean</summary><table class="glossary"><thead><tr>'
                  "<th>column</th><th>unit</th><th>meaning</th></tr></thead><tbody>")
-    extra = {header: name for name, header in _extra_columns(report.rows)}
-    for column, unit, meaning in glossary_rows(headers, extra):
+    owners = {header: diagnostic for diagnostic, header in table_columns(report.rows)}
+    for column, unit, meaning in glossary_rows(headers, owners):
         parts.append(f"<tr><td>{_esc(column)}</td><td>{_esc(unit)}</td><td>{_esc(meaning)}</td></tr>")
     parts.append("</tbody></table></details>")
     return "\n".join(parts)

@@ -11,11 +11,9 @@ from pathlib import Path
 
 from .._io import NotARegularFileError, atomic_write_text, check_file_path, path_error
 from ..errors import JacobiscopeError
-from ._schema import (
-    FORMAT, FORMAT_VERSION, _FLOAT_DICT_KEYS, _FLOAT_LIST_FIELDS, _FLOAT_SCALAR_FIELDS, _SPECTRAL_NORM_FLOAT_KEYS,
-    LayerResult,
-)
-from ._values import _plain
+from .._values import _plain
+from ..diagnostics._legacy import upgrade_row
+from ._schema import FORMAT, FORMAT_VERSION, LayerResult
 
 
 class ReportFormatError(JacobiscopeError, ValueError):
@@ -53,29 +51,45 @@ def _encode(value, pointer: str, nonfinite: dict, typed: bool):
     return value
 
 
+# The row's own float positions: a null there is NaN (no "nonfinite" entry needed, and a file of another tool that
+# writes NaN as a bare null reads right). Everywhere else (results, provenance) NaN is recorded in "nonfinite".
+_FLOAT_FIELDS = ("state_norm", "step_size", "seconds")
+
+
 def _encode_row(row: dict, pointer: str, nonfinite: dict) -> dict:
-    out = {}
-    for name, value in row.items():
-        where = f"{pointer}/{name}"
-        if name in _FLOAT_LIST_FIELDS:
-            out[name] = _encode(value, where, nonfinite, typed=isinstance(value, list))
-        elif name in _FLOAT_SCALAR_FIELDS:
-            out[name] = _encode(value, where, nonfinite, typed=True)
-        elif name in _FLOAT_DICT_KEYS and isinstance(value, dict):
-            keys = _FLOAT_DICT_KEYS[name]
-            out[name] = {
-                k: _encode(v, f"{where}/{_pointer_token(k)}", nonfinite, typed=k in keys) for k, v in value.items()
-            }
-        elif name == "spectral_norm" and isinstance(value, list):
-            out[name] = [
-                {k: _encode(v, f"{where}/{i}/{_pointer_token(k)}", nonfinite, typed=k in _SPECTRAL_NORM_FLOAT_KEYS)
-                 for k, v in entry.items()} if isinstance(entry, dict)
-                else _encode(entry, f"{where}/{i}", nonfinite, False)
-                for i, entry in enumerate(value)
-            ]
-        else:
-            out[name] = _encode(value, where, nonfinite, typed=False)
-    return out
+    return {name: _encode(value, f"{pointer}/{name}", nonfinite, typed=name in _FLOAT_FIELDS)
+            for name, value in row.items()}
+
+
+def upgrade(document: dict) -> dict:
+    """A parsed report document (its non-finite values restored) in the current format: a ``format_version`` 1
+    document's rows get their six original diagnostics and ``extra`` moved into ``results``.
+
+    Example::
+
+        >>> from jacobiscope.report import upgrade
+        >>> old = {"format": "jacobiscope-report", "format_version": 1, "provenance": {}, "notes": [], "rows": [
+        ...     {"input_index": 0, "input_label": "x", "layer": 0, "mode": "loop", "eta": None, "loops": 1,
+        ...      "state_shape": [2], "state_norm": [1.0, 1.0], "step_size": [0.0], "spectral_norm": [],
+        ...      "eigenvalues": None, "eigen_loop": None, "oscillation": None, "lyapunov": None, "clusters": None,
+        ...      "energy": None, "regime": "converging", "evidence": {}, "flags": [], "seconds": 0.0,
+        ...      "extra": {"halting": {"tokens": 1}}}]}
+        >>> new = upgrade(old)
+        >>> new["format_version"], sorted(new["rows"][0]["results"])
+        (2, ['halting', 'regime'])
+    """
+    version = document.get("format_version", 1)
+    if version >= FORMAT_VERSION:
+        return document
+    upgraded = dict(document, format_version=FORMAT_VERSION)
+    rows = []
+    for i, row in enumerate(document.get("rows") or []):
+        try:
+            rows.append(upgrade_row(row) if isinstance(row, dict) else row)
+        except ValueError as error:
+            raise ValueError(f"rows[{i}]: {error}") from None
+    upgraded["rows"] = rows
+    return upgraded
 
 
 def _set_pointer(document, pointer: str, value) -> None:
@@ -206,7 +220,7 @@ def _check_document(data, name: str) -> None:
     if "rows" not in data:
         raise ReportFormatError(f"not a jacobiscope report: {name} has no rows (keys: {', '.join(map(repr, sorted(data)))})"
                          f" — {_FIX}")
-    version = data.get("format_version", FORMAT_VERSION)
+    version = data.get("format_version", 1)  # files from before the version field are format 1
     if isinstance(version, bool) or not isinstance(version, int):
         raise ReportFormatError(f"invalid report: format_version is {version!r} ({type(version).__name__}), expected an "
                          f"integer such as {FORMAT_VERSION} — the file was edited; {_FIX}")
@@ -267,6 +281,10 @@ def report_from_json(report_class, source):
     _check_document(data, name)
     for pointer, kind in (data.get("nonfinite") or {}).items():
         _set_pointer(data, pointer, _NONFINITE_VALUES[kind])
+    try:
+        data = upgrade(data)
+    except (ValueError, TypeError) as error:
+        raise ReportFormatError(f"invalid report: {error} — {_FIX}") from None
     rows = []
     for i, row in enumerate(data["rows"]):
         try:

@@ -18,26 +18,14 @@ _PLAIN_WORDS = {
 }
 
 
-#: The summary table's columns: (unit, what a value means). A registered diagnostic's own columns are added with
-#: the diagnostic's docstring.
+#: The summary table's own columns: (unit, what a value means). Each diagnostic's columns are explained by its
+#: result type's ``glossary`` (or, failing that, the first line of the diagnostic's docstring).
 GLOSSARY = {
     "layer": ("index", "which block of the model is looped (0 for a model's own loop)."),
     "mode": ("-", "block: the whole block is the map; attention: its attention sub-map; loop: the model's own "
                   "recurrence."),
     "input": ("-", "which input the row measured (index: label)."),
     "state norm": ("RMS per token", "size of the state X_T after the last loop."),
-    "max ||J||2": ("-", "largest spectral norm of the loop's Jacobian J = dF/dX over the sampled loops: how much "
-                        "one loop can stretch a perturbation at most (above 1: some direction grows)."),
-    "rho(J)": ("-", "spectral radius of J at the last loop (largest |eigenvalue|): above 1 a perturbation along "
-                    "its eigenvector grows, below 1 it shrinks."),
-    "complex": ("% of top-k", "share of J's top eigenvalues that are complex (rotating, oscillatory modes)."),
-    "lambda_max +/- se": ("nats per loop", "largest Lyapunov exponent over the whole run, with its standard "
-                                           "error: the average log-rate at which nearby trajectories separate "
-                                           "(< 0 contracting, 0 critical, > 0 chaotic). The verdict uses its "
-                                           "late-half estimate (in the verdict line)."),
-    "eff. clusters": ("tokens", "effective number of token clusters at the last loop (1: all tokens agree)."),
-    "regime": ("-", "the verdict, by the rules of jacobiscope.classify_dynamics (calibration table in the "
-                    "README)."),
     "outcome": ("-", "what the model made of this input at this loop count (Sudoku solvers: solved or not)."),
     "flags": ("-", "problems met on this row (NaN/Inf, inaccurate eigenvalues, ...)."),
 }
@@ -65,11 +53,11 @@ def key_numbers(row) -> str:
             text += f" +/- {_num(width, '.2g')}"
         loops = evidence.get("lambda_loops")
         parts.append(text + (f" (loops {loops})" if loops else ""))
-    elif scalars["lambda_max"] is not None:
+    elif scalars.get("lambda_max") is not None:
         parts.append(f"lambda_max = {_num(scalars['lambda_max'])}")
-    if scalars["spectral_radius"] is not None:
+    if scalars.get("spectral_radius") is not None:
         parts.append(f"rho(J) = {_num(scalars['spectral_radius'], '.3g')}")
-    if scalars["max_spectral_norm"] is not None:
+    if scalars.get("max_spectral_norm") is not None:
         parts.append(f"max ||J||2 = {_num(scalars['max_spectral_norm'], '.3g')}")
     return ", ".join(parts)
 
@@ -103,17 +91,19 @@ def verdict_text(report) -> str:
     return "\n".join(out)
 
 
-def glossary_rows(headers, extra: dict | None = None) -> list[tuple[str, str, str]]:
-    """(column, unit, meaning) for the columns of a summary table; ``extra`` maps a registered diagnostic's column
-    to the diagnostic's name, whose docstring's first line explains it."""
-    from ..diagnostics._base import _REGISTRY
-
+def glossary_rows(headers, owners: dict | None = None) -> list[tuple[str, str, str]]:
+    """(column, unit, meaning) for the columns of a summary table; ``owners`` maps a diagnostic's column header to
+    the diagnostic (its ``glossary()``, else its docstring's first line, explains it)."""
     rows = []
     for header in headers:
         if header in GLOSSARY:
             rows.append((header, *GLOSSARY[header]))
             continue
-        owner = _REGISTRY.get((extra or {}).get(header, ""))
+        owner = (owners or {}).get(header)
+        entry = owner.glossary().get(header) if owner is not None else None
+        if entry is not None:
+            rows.append((header, *entry))
+            continue
         meaning = (type(owner).__doc__ or "").strip().split("\n")[0] if owner is not None else ""
         rows.append((header, "-", meaning or "a registered diagnostic's column."))
     return rows

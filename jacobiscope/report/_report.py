@@ -234,7 +234,8 @@ class Report:
     # ------------------------------------------------------------------ pandas
 
     def to_dataframe(self):
-        """A pandas DataFrame, one row per `LayerResult`, with the scalar columns of `DATAFRAME_COLUMNS`.
+        """A pandas DataFrame, one row per `LayerResult`: the columns of `DATAFRAME_COLUMNS`, plus every other
+        diagnostic's scalars (``<name>.<scalar>``, e.g. ``halting.tokens``) where rows carry its result.
 
         Example::
 
@@ -249,7 +250,11 @@ class Report:
             import pandas
         except ImportError:
             raise ImportError("Report.to_dataframe needs pandas, which is not installed: pip install pandas") from None
-        return pandas.DataFrame([row.scalars() for row in self.rows], columns=list(DATAFRAME_COLUMNS))
+        scalars = [row.scalars() for row in self.rows]
+        columns = list(DATAFRAME_COLUMNS)
+        for values in scalars:  # the diagnostics beyond the listed six, where rows carry them, before "solved"
+            columns[-4:-4] = [key for key in values if key not in columns]
+        return pandas.DataFrame(scalars, columns=columns)
 
     # ------------------------------------------------------------------ figures
 
@@ -283,7 +288,9 @@ class Report:
     def display(self, kind: str, rows=None):
         """One figure as a scikit-learn-style display: ``report.display("norms").plot(ax=my_axes)``.
 
-        ``kind`` is one of ``eigenvalues``, ``norms``, ``lyapunov``, ``energy``, ``clusters`` (see `ReportDisplay`).
+        ``kind`` is ``overview`` or any registered diagnostic's figure (by its figure name or its own name:
+        ``norms`` / ``spectral_norm``, ``eigenvalues``, ``lyapunov``, ``energy``, ``clusters``, a user's own; see
+        `ReportDisplay`).
         """
         from ._plots import ReportDisplay
 

@@ -3,27 +3,7 @@ from __future__ import annotations
 
 import math
 
-from ._values import _is_number, _plural
-
-
-def _num(value, spec: str = ".3g") -> str:
-    if value is None:
-        return "-"
-    if not _is_number(value):
-        return str(value)
-    if math.isnan(value):
-        return "nan"
-    if math.isinf(value):
-        return "inf" if value > 0 else "-inf"
-    return format(value, spec)
-
-
-def _single_line(text: str) -> str:
-    return " ".join(text.split())
-
-
-def _shorten(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: max(width - 3, 1)] + "..."
+from .._values import _is_number, _num, _plural, _shorten, _single_line  # noqa: F401 - re-exported
 
 
 def _flatten(mapping: dict, prefix: str = ""):
@@ -47,10 +27,11 @@ def _display(value) -> str:
 
 
 def _text_table(headers: list, body: list) -> str:
-    """Aligned columns, numbers right-aligned; the last column (flags) is not padded."""
+    """Aligned columns: a column of numbers (and "-", "nan", "45%", "0.1 +/- 0.02") right-aligned, text left; the
+    last column (flags) is not padded."""
     columns = len(headers)
     widths = [max([len(headers[c])] + [len(r[c]) for r in body]) for c in range(columns)]
-    right = [c not in (1, 2, 9, 10) for c in range(columns)]  # mode, input, regime, flags are text
+    right = [all(_numeric_cell(r[c]) for r in body) for c in range(columns)]
 
     def line(cells):
         out = []
@@ -68,38 +49,50 @@ def _text_table(headers: list, body: list) -> str:
     return "\n".join([header, rule, *(line(r) for r in body)])
 
 
-def _extra_columns(rows) -> list[tuple[str, str]]:
-    """(diagnostic, header) of every summary column that the rows' extra diagnostics provide, in first-seen order."""
+def _numeric_cell(cell: str) -> bool:
+    """A number as the table writes one: ``1.5``, ``-``, ``nan``, ``inf``, ``45%``, ``0.1 +/- 0.02``."""
+    for part in cell.split(" +/- "):
+        part = part.strip().rstrip("%")
+        if part in ("-", "nan", "inf", "-inf"):
+            continue
+        try:
+            float(part)
+        except ValueError:
+            return False
+    return True
+
+
+def table_columns(rows) -> list[tuple]:
+    """``(diagnostic, header)`` of every summary column: the listed diagnostics' always (every report has the same
+    columns), then each other diagnostic's where a row carries its result, in registry order."""
+    from ..diagnostics._base import _REGISTRY, list_diagnostics
+    from ..diagnostics._row import _listed_first
+
+    list_diagnostics()
     columns = []
-    for row in rows:
-        for name, result in (row.extra or {}).items():
-            for header in _diagnostic_columns(name, result):
-                if (name, header) not in columns:
-                    columns.append((name, header))
+    for diagnostic in _listed_first(_REGISTRY):
+        columns += [(diagnostic, header) for header in diagnostic.table_headers()]
+        for row in rows:
+            result = row.results.get(diagnostic.name)
+            if result is not None:
+                for header in _diagnostic_columns(diagnostic, result):
+                    if (diagnostic, header) not in columns:
+                        columns.append((diagnostic, header))
     return columns
 
 
-def _diagnostic_columns(name: str, result) -> dict:
-    """A registered diagnostic's own columns for ``result``; a scalar result is its own column; else none."""
-    from ..diagnostics._base import _REGISTRY
-
-    diagnostic = _REGISTRY.get(name)
-    if diagnostic is not None:
-        try:
-            typed = diagnostic.result_type.from_dict(result) if diagnostic.result_type is not None else result
-            return dict(diagnostic.columns(typed))
-        except Exception as error:  # noqa: BLE001 - a user's column code must not break the report, but says so
-            return {name: f"? ({type(error).__name__} in {type(diagnostic).__name__}.columns)"}
-    return {name: result} if _is_number(result) or isinstance(result, str) else {}
+def _diagnostic_columns(diagnostic, result) -> dict:
+    """A registered diagnostic's own columns for ``result`` (what its code raises is said in the cell)."""
+    try:
+        return dict(diagnostic.columns(diagnostic.typed(result)))
+    except Exception as error:  # noqa: BLE001 - a user's column code must not break the report, but says so
+        return {diagnostic.name: f"? ({type(error).__name__} in {type(diagnostic).__name__}.columns)"}
 
 
-def _extra_cells(row, columns) -> list[str]:
-    cells = []
-    for name, header in columns:
-        result = (row.extra or {}).get(name)
-        value = _diagnostic_columns(name, result).get(header) if result is not None else None
-        cells.append("-" if value is None else _num(value, ".4g") if _is_number(value) else _single_line(str(value)))
-    return cells
+def _cell(value) -> str:
+    if value is None:
+        return "-"
+    return _num(value, ".4g") if _is_number(value) else _single_line(str(value))
 
 
 def _outcome_cell(outcome) -> str:
@@ -111,26 +104,25 @@ def _outcome_cell(outcome) -> str:
 
 
 def summary_cells(report, *, max_label: int | None) -> tuple[list[str], list[list[str]]]:
-    """The summary table: the row's identity and state norm, then each diagnostic's own cells in registry order (the
-    built-ins always, so every report has the same columns; others when a row carries them), outcome, flags."""
-    from ..diagnostics._base import _REGISTRY, list_diagnostics
-
-    list_diagnostics()  # the built-ins register on first use
-    tabled = [d for d in _REGISTRY.values() if getattr(d, "headers", None) and callable(getattr(d, "cells", None))]
-    headers = ["layer", "mode", "input", "state norm"] + [h for d in tabled for h in d.headers]
+    """The summary table: the row's identity and state norm, then each diagnostic's own cells (`table_columns`),
+    outcome, flags."""
+    columns = table_columns(report.rows)
     with_outcome = any(row.outcome is not None for row in report.rows)
-    extra_columns = _extra_columns(report.rows)
-    headers += [header for _, header in extra_columns] + (["outcome"] if with_outcome else []) + ["flags"]
+    headers = ["layer", "mode", "input", "state norm"] + [header for _, header in columns]
+    headers += (["outcome"] if with_outcome else []) + ["flags"]
     body = []
     for row in report.rows:
-        scalars = row.scalars()
         label = _single_line(str(row.input_label))
         if max_label is not None:
             label = _shorten(label, max_label)
-        cells = [str(row.layer), str(row.mode), f"{row.input_index}: {label}", _num(scalars["final_state_norm"], ".4g")]
-        for diagnostic in tabled:
-            cells += diagnostic.cells(scalars)
-        cells += _extra_cells(row, extra_columns)
+        final_norm = row.state_norm[-1] if isinstance(row.state_norm, list) and row.state_norm else None
+        cells = [str(row.layer), str(row.mode), f"{row.input_index}: {label}", _num(final_norm, ".4g")]
+        computed = {}
+        for diagnostic, header in columns:
+            if diagnostic.name not in computed:
+                result = row.results.get(diagnostic.name)
+                computed[diagnostic.name] = {} if result is None else _diagnostic_columns(diagnostic, result)
+            cells.append(_cell(computed[diagnostic.name].get(header)))
         if with_outcome:
             cells.append(_outcome_cell(row.outcome))
         cells.append("; ".join(_single_line(str(flag)) for flag in row.flags) or "-")

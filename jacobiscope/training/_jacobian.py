@@ -183,27 +183,33 @@ class JacobianRegularizer:
         if hasattr(model, "loop_map"):
             if "input_ids" not in sub:
                 raise ArgumentError(f"The batch has no input_ids (keys {sorted(inputs)}): loop_map needs them.")
-            looped = model.loop_map(sub["input_ids"])
-            max_loops = self.max_loops if self.max_loops is not None else int(getattr(model.config, "loops", 0))
-            return self._penalty(looped, max_loops, generator, meta)
+            return self._loop_penalty(model, sub["input_ids"], generator, meta)
         return self._hf_penalty(model, sub, generator, meta)
 
-    def _hf_penalty(self, model, sub, generator, meta):
-        from ..adapters.inputs import prepare_inputs
-        from ..adapters.looped import build_maps, prepared
-        from ..adapters.spec import find_blocks
+    def _loop_penalty(self, model, input_ids, generator, meta):
+        """The model's own loop (the reference solvers' recurrence), on the whole batch as one map."""
+        from ..adapters._source import map_source
 
-        _, blocks, _ = find_blocks(model)
-        layers = list(range(len(blocks))) if self.layers is None else list(self.layers)
-        if not layers:
-            raise ArgumentError("layers is empty: give at least one block index.")
-        layer = layers[int(torch.randint(len(layers), (1,), generator=generator))]
-        meta["layer"] = layer
+        with map_source(model, input_ids, mode="loop", split=False) as source:
+            (looped,) = source[0].maps
+            max_loops = self.max_loops if self.max_loops is not None else int(looped.info.loops or 0)
+            return self._penalty(looped, max_loops, generator, meta)
+
+    def _hf_penalty(self, model, sub, generator, meta):
+        """One block of a Hugging Face model, drawn from ``layers``, on the whole batch as one map."""
+        from ..adapters._source import map_source
+
         parameter = next(model.parameters())
-        with prepared(model) as state:
-            # dtype=the model's own: build_maps would otherwise copy a half-precision block to float32, and the
-            # gradient must reach the live weights (jacobian_spectral_penalty casts differentiably instead).
-            looped = build_maps(state, prepare_inputs(model, sub), [layer], self.mode, self.eta, parameter.dtype)[0]
+        # dtype=the model's own: the source would otherwise copy a half-precision block to float32, and the
+        # gradient must reach the live weights (jacobian_spectral_penalty casts differentiably instead).
+        with map_source(model, sub, mode=self.mode, eta=self.eta if self.mode == "attention" else None,
+                        dtype=parameter.dtype, max_length=None, split=False) as source:
+            layers = list(range(source.plan.blocks)) if self.layers is None else list(self.layers)
+            if not layers:
+                raise ArgumentError("layers is empty: give at least one block index.")
+            layer = layers[int(torch.randint(len(layers), (1,), generator=generator))]
+            meta["layer"] = layer
+            (looped,) = source.get(0, layers=[layer]).maps
             return self._penalty(looped, self.max_loops or 0, generator, meta)
 
     def _penalty(self, looped: LoopedMap, max_loops: int, generator, meta) -> JacobianPenalty:

@@ -69,8 +69,3 @@ __all__ = [
     "augment",
     "augmented_dataset",
 ]
-
-# The errors are raised from the private modules but belong to the public namespace (tracebacks name them so).
-for _error in (SudokuError, UnsolvableSudokuError, SudokuFileError, SudokuDataNotFoundError):
-    _error.__module__ = __name__
-del _error

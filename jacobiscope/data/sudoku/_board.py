@@ -1,4 +1,4 @@
-"""Board geometry, puzzle parsing, the data constants and the errors of the Sudoku tools."""
+"""Board geometry, puzzle parsing and the data constants of the Sudoku tools (errors: jacobiscope.errors)."""
 from __future__ import annotations
 
 import numbers
@@ -7,7 +7,8 @@ import re
 
 import torch
 
-from ...errors import JacobiscopeError
+# Defined in jacobiscope.errors (every public exception lives there); importable from here as before.
+from ...errors import SudokuDataNotFoundError, SudokuError, SudokuFileError, UnsolvableSudokuError  # noqa: F401
 
 
 ENV_VAR = "JACOBISCOPE_SUDOKU_DATA"
@@ -29,27 +30,6 @@ SATNET_TRAIN_ROWS = 9_000
 
 # Below 17 givens no 9x9 Sudoku has a unique solution (McGuire, Tugemann & Civario, 2012).
 MIN_UNIQUE_GIVENS = 17
-
-
-class SudokuError(JacobiscopeError, ValueError):
-    """A Sudoku puzzle, grid, tensor or data file is unusable: malformed, contradictory or unsolvable."""
-
-
-class UnsolvableSudokuError(SudokuError):
-    """A well-formed puzzle whose givens do not clash directly still has no solution."""
-
-
-class SudokuFileError(SudokuError):
-    """A data file is malformed. ``path`` and ``line`` (1-based; ``None`` for tensor files) say where."""
-
-    def __init__(self, message: str, path=None, line: int | None = None):
-        super().__init__(message)
-        self.path = path
-        self.line = line
-
-
-class SudokuDataNotFoundError(SudokuError, FileNotFoundError):
-    """A Sudoku data file or folder does not exist (also a ``FileNotFoundError``)."""
 
 
 _ROW = [i // 9 for i in range(81)]

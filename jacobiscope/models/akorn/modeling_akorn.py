@@ -307,13 +307,17 @@ class AKOrNForSudoku(PreTrainedModel):
                 out[count].append(torch.where(chunk > 0, chunk, digits))
         return {count: torch.cat(parts) if parts else input_ids.clone() for count, parts in out.items()}
 
-    def loop_map(self, input_ids, seed: int = 0):
-        """The exact recurrence (projection and renormalization included) on these puzzles as a
-        `jacobiscope.LoopedMap`; the blanks' initial noise is drawn from ``seed``."""
-        # importlib, not an import statement: transformers scans remote code for imports and would otherwise
-        # demand jacobiscope from Hub users who never call loop_map.
-        LoopedMap = importlib.import_module("jacobiscope").LoopedMap
+    # jacobiscope's public recurrence protocol (plain Python, no import): `jacobiscope.analyze` and
+    # `jacobiscope.native_loop` read the loop from it, as for any looped model.
+    jacobiscope_recurrences = ("loop",)
 
+    def jacobiscope_recurrence(self, name: str, input_ids, seed: int = 0) -> dict:
+        """The exact recurrence (projection and renormalization included) on these puzzles, in jacobiscope's
+        recurrence protocol: one loop as ``step`` (``batch_dims=1``), ``x0`` the initial state (the blanks' noise
+        drawn from ``seed``), the trained ``loops``, a drive, and the digit logits (``readout``) and whether the
+        grids are solved (``quality``) for the loop-depth sweep."""
+        if name != "loop":
+            raise ValueError(f"AKOrNForSudoku has one recurrence, 'loop'; got {name!r}. Pass recurrence='loop'.")
         _check_seed(seed)
         input_ids = _as_puzzle_tensor(input_ids).to(self.device)
         step = _AKOrNLoop(self, input_ids)
@@ -321,10 +325,22 @@ class AKOrNForSudoku(PreTrainedModel):
             injection = self.injection(input_ids)
             generator = torch.Generator(device=self.device).manual_seed(seed)
             x0 = self.initial_state(input_ids, injection, generator=generator)
-        looped = LoopedMap(step, batch_dims=1, state_shape=(81, self.config.hidden_size), drive=step.drive, x0=x0,
-                           name=f"akorn-sudoku loop (N={self.config.oscillator_dim})")
-        looped.meta.update({"model": "AKOrNForSudoku", "mode": "loop"})
-        looped.meta.update(_readouts(lambda x: self.read(x), input_ids, self.config.loops))
+        return {"step": step, "x0": x0, "batch_dims": 1, "drive": step.drive,
+                "description": f"akorn-sudoku loop (N={self.config.oscillator_dim})",
+                **_readouts(lambda x: self.read(x), input_ids, self.config.loops)}
+
+    def loop_map(self, input_ids, seed: int = 0):
+        """The exact recurrence (projection and renormalization included) on these puzzles as a
+        `jacobiscope.LoopedMap`; the blanks' initial noise is drawn from ``seed``. A convenience for
+        ``jacobiscope.native_loop(model, {"input_ids": input_ids, "seed": seed})``."""
+        # importlib, not an import statement: transformers scans remote code for imports and would otherwise
+        # demand jacobiscope from Hub users who never call loop_map.
+        native_loop = importlib.import_module("jacobiscope").native_loop
+
+        _check_seed(seed)
+        input_ids = _as_puzzle_tensor(input_ids)  # the puzzles' own errors, before jacobiscope wraps them
+        looped = native_loop(self, {"input_ids": input_ids, "seed": seed})
+        looped.name, looped.info.model = looped.info.description, "AKOrNForSudoku"
         return looped
 
     def loop_inputs(self, puzzles) -> torch.Tensor:
@@ -476,7 +492,7 @@ def _as_puzzle_tensor(puzzles) -> torch.Tensor:
     return tensor
 
 
-# Copied from jacobiscope.models.itrsa.modeling_itrsa._check_contradictions
+# Copied from jacobiscope.models.itrsa.modeling_itrsa._digit_rows
 def _digit_rows(puzzle) -> list[int] | None:
     """``puzzle`` as 81 ints when it is a list / tuple of 81 ints 0-9 or of 9 rows of 9 (else None)."""
     if not isinstance(puzzle, (list, tuple)):
@@ -489,6 +505,7 @@ def _digit_rows(puzzle) -> list[int] | None:
     return [int(v) for v in puzzle]
 
 
+# Copied from jacobiscope.models.itrsa.modeling_itrsa._check_contradictions
 def _check_contradictions(input_ids: torch.Tensor) -> None:
     """Refuse puzzles whose givens repeat a digit in a row, column or box (no solution can exist)."""
     one_hot = torch.nn.functional.one_hot(input_ids, 10)[..., 1:].reshape(-1, 9, 9, 9)  # [N, row, col, digit]

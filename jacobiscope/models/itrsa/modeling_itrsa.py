@@ -282,21 +282,37 @@ class ItrSAForSudoku(PreTrainedModel):
                 out[count].append(torch.where(chunk > 0, chunk, digits))
         return {count: torch.cat(parts) if parts else input_ids.clone() for count, parts in out.items()}
 
-    def loop_map(self, input_ids):
-        """The exact recurrence on these puzzles as a `jacobiscope.LoopedMap` (``batch_dims=1``, state
-        ``[81, dim]``, ``x0`` the initial state, a drive for the pseudo-energy)."""
-        # importlib, not an import statement: transformers scans remote code for imports and would otherwise
-        # demand jacobiscope from Hub users who never call loop_map.
-        LoopedMap = importlib.import_module("jacobiscope").LoopedMap
+    # jacobiscope's public recurrence protocol (plain Python, no import): `jacobiscope.analyze` and
+    # `jacobiscope.native_loop` read the loop from it, as for any looped model.
+    jacobiscope_recurrences = ("loop",)
 
+    def jacobiscope_recurrence(self, name: str, input_ids) -> dict:
+        """The exact recurrence on these puzzles, in jacobiscope's recurrence protocol: one loop as ``step``
+        (``batch_dims=1``, state ``[81, dim]``), ``x0`` the initial state, the trained ``loops``, a drive for the
+        pseudo-energy, ``eta``, and for the loop-depth sweep the digit logits (``readout``) and whether the grids
+        are solved (``quality``)."""
+        if name != "loop":
+            raise ValueError(f"ItrSAForSudoku has one recurrence, 'loop'; got {name!r}. Pass recurrence='loop'.")
         input_ids = _as_puzzle_tensor(input_ids).to(self.device)
         step = _ItrSALoop(self, input_ids)
         with torch.no_grad():
             x0 = self.initial_state(self.injection(input_ids))
-        looped = LoopedMap(step, batch_dims=1, state_shape=(81, self.config.hidden_size), drive=step.drive, x0=x0,
-                           name=f"itrsa-sudoku loop ({self.config.attention}, {self.config.norm}, eta={self.config.eta})")
-        looped.meta.update({"model": "ItrSAForSudoku", "mode": "loop", "eta": self.config.eta})
-        looped.meta.update(_readouts(lambda x: self.readout(self.head_norm(x)), input_ids, self.config.loops))
+        description = f"itrsa-sudoku loop ({self.config.attention}, {self.config.norm}, eta={self.config.eta})"
+        return {"step": step, "x0": x0, "batch_dims": 1, "drive": step.drive, "eta": self.config.eta,
+                "description": description,
+                **_readouts(lambda x: self.readout(self.head_norm(x)), input_ids, self.config.loops)}
+
+    def loop_map(self, input_ids):
+        """The exact recurrence on these puzzles as a `jacobiscope.LoopedMap` (``batch_dims=1``, state
+        ``[81, dim]``, ``x0`` the initial state, a drive for the pseudo-energy): a convenience for
+        ``jacobiscope.native_loop(model, {"input_ids": input_ids})``."""
+        # importlib, not an import statement: transformers scans remote code for imports and would otherwise
+        # demand jacobiscope from Hub users who never call loop_map.
+        native_loop = importlib.import_module("jacobiscope").native_loop
+
+        input_ids = _as_puzzle_tensor(input_ids)  # the puzzles' own errors, before jacobiscope wraps them
+        looped = native_loop(self, {"input_ids": input_ids})
+        looped.name, looped.info.model = looped.info.description, "ItrSAForSudoku"
         return looped
 
     def loop_inputs(self, puzzles) -> torch.Tensor:
