@@ -26,9 +26,48 @@ class FixedPointsMeasurement(DiagnosticResult):
     noise: float
     basins: list = field(default_factory=list)
 
+    headers = ("basins", "main basin")
+    glossary = {"basins": ("-", "distinct end states reached from the perturbed starts (fixed_points)."),
+                "main basin": ("% of starts", "share of the starts that reached the most common end state.")}
+    panels = 1
+    figure_size = (7.0, 4.2)
+
     @property
     def count(self) -> int:
         return len(self.basins)
+
+    def columns(self) -> dict:
+        if not self.basins:
+            return {"basins": "-"}
+        return {"basins": self.count, "main basin": f"{100 * self.basins[0]['fraction']:.0f}%"}
+
+    def scalars(self) -> dict:
+        main = self.basins[0] if self.basins else {}
+        return {"starts": self.starts, "noise": self.noise, "basins": self.count,
+                "main_fraction": main.get("fraction"), "main_spectral_radius": main.get("spectral_radius")}
+
+    @classmethod
+    def draw(cls, axes, entries) -> None:
+        """The share of the starts in each basin (largest first), one group of bars per row; hatched bars did not
+        settle (a moving orbit, not a fixed point)."""
+        from .._figures import legend, no_data
+
+        ax, drawn = axes[0], 0
+        width = 0.8 / max(1, sum(1 for entry in entries if entry.result is not None))
+        for _, result, label, color in entries:
+            if result is None or not result.basins:
+                continue
+            positions = [i + drawn * width for i in range(len(result.basins))]
+            bars = ax.bar(positions, [b["fraction"] for b in result.basins], width=width, color=color, label=label)
+            for bar, basin in zip(bars, result.basins):
+                bar.set_hatch("" if basin["settled"] else "//")
+            drawn += 1
+        ax.set_xlabel("basin (largest first)")
+        ax.set_ylabel("share of perturbed starts")
+        ax.set_title("basins of the loop's end states")
+        if not drawn:
+            no_data(ax, "no basins in this report")
+        legend(ax, drawn)
 
 
 class FixedPoints(Diagnostic):
@@ -74,11 +113,6 @@ class FixedPoints(Diagnostic):
                            "spectral_radius": _spectral_radius(context.looped, end),
                            "distance": float((end - reference).pow(2).mean().sqrt()) / rms})
         return FixedPointsMeasurement(starts=starts, noise=noise, basins=basins)
-
-    def columns(self, result) -> dict:
-        if not result.basins:
-            return {"basins": "-"}
-        return {"basins": result.count, "main basin": f"{100 * result.basins[0]['fraction']:.0f}%"}
 
 
 def _end_state(looped, x: torch.Tensor, loops: int) -> tuple[torch.Tensor, float]:

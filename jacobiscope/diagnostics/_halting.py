@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .._values import _finite_or_nan
+
 from ._base import Diagnostic, MeasureContext, Option
 from ._result import DiagnosticResult
 
@@ -23,6 +25,47 @@ class HaltingMeasurement(DiagnosticResult):
     max_change: list
     rules: list = field(default_factory=list)
     agreement_by: str = "state"
+
+    glossary = {"agrees": ("% of tokens", "share of tokens whose output at their exit equals the output after all "
+                                          "loops (first halting threshold).")}
+    panels = 2
+    figure_size = (11.0, 4.2)
+
+    def columns(self) -> dict:
+        if not self.rules:
+            return {}
+        rule = self.rules[0]
+        return {f"exit@{rule['threshold']:g} saves": f"{100 * rule['loops_saved']:.0f}%",
+                "agrees": f"{100 * rule['agreement']:.0f}%"}
+
+    def scalars(self) -> dict:
+        rule = self.rules[0] if self.rules else {}
+        return {"tokens": self.tokens, "threshold": rule.get("threshold"), "loops_saved": rule.get("loops_saved"),
+                "agreement": rule.get("agreement"), "agreement_by": self.agreement_by}
+
+    @classmethod
+    def draw(cls, axes, entries) -> None:
+        """Left: the median (solid) and largest (dashed) per-token relative change against the loop. Right: loops
+        saved against agreement, one point per exit threshold."""
+        from .._figures import legend
+
+        change, trade = axes
+        for _, result, label, color in entries:
+            if result is None:
+                continue
+            loops = range(1, len(result.median_change) + 1)
+            change.plot(loops, _finite_or_nan(result.median_change), color=color, label=label)
+            change.plot(loops, _finite_or_nan(result.max_change), color=color, ls="--", lw=1)
+            trade.plot([r["loops_saved"] for r in result.rules], [r["agreement"] for r in result.rules], "o-",
+                       color=color, label=label)
+        change.set_yscale("log")
+        change.set_xlabel("loop t")
+        change.set_ylabel("relative change per token")
+        change.set_title("token convergence: median (solid), max (dashed)")
+        trade.set_xlabel("share of loops saved")
+        trade.set_ylabel("agreement with the full run")
+        trade.set_title("exit rules: one point per threshold")
+        legend(trade, len(entries))
 
 
 class Halting(Diagnostic):
@@ -56,13 +99,6 @@ class Halting(Diagnostic):
         return HaltingMeasurement(tokens=int(tokens.shape[1]), median_change=change.median(dim=1).values.tolist(),
                                   max_change=change.max(dim=1).values.tolist(), rules=rules,
                                   agreement_by="readout" if outputs is not None else "state")
-
-    def columns(self, result) -> dict:
-        if not result.rules:
-            return {}
-        rule = result.rules[0]
-        return {f"exit@{rule['threshold']:g} saves": f"{100 * rule['loops_saved']:.0f}%",
-                "agrees": f"{100 * rule['agreement']:.0f}%"}
 
 
 def _outputs(readout, states: torch.Tensor) -> torch.Tensor:

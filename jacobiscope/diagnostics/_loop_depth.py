@@ -33,6 +33,35 @@ class LoopDepthMeasurement(DiagnosticResult):
     peak: float = math.nan
     collapse_loop: int | None = None
 
+    glossary = {"peak loop": ("loop", "the loop where the output quality (else the agreement with the trained "
+                                      "depth) is highest."),
+                "collapse": ("loop", "the first loop after the peak where it falls below half the peak (- never).")}
+    panels = 2
+    figure_size = (11.0, 4.0)
+
+    def columns(self) -> dict:
+        return {"peak loop": self.peak_loop, "collapse": "-" if self.collapse_loop is None else self.collapse_loop}
+
+    @classmethod
+    def draw(cls, axes, entries) -> None:
+        """Left: the quality (or agreement) against the loop, the reference depth dotted. Right: the KL divergence
+        from the output at the reference depth."""
+        left, right = axes
+        for _, result, label, color in entries:
+            if result is None:
+                continue
+            curve = result.quality or result.agreement
+            left.plot(range(len(curve)), curve, label=label, color=color)
+            right.plot(range(len(result.kl)), result.kl, label=label, color=color)
+            left.axvline(result.reference_loop, color="0.6", ls=":", lw=1)
+        left.set_xlabel("loop t")
+        left.set_ylabel("quality (or agreement with the trained depth)")
+        left.set_title("output quality against the loop count")
+        right.set_xlabel("loop t")
+        right.set_ylabel("KL(p_ref || p_t) (nats)")
+        right.set_title("divergence from the output at the trained depth")
+        right.legend(fontsize="x-small")
+
 
 class LoopDepth(Diagnostic):
     """The outputs at every loop from one trajectory (no extra loops): KL divergence and argmax agreement with the
@@ -90,32 +119,6 @@ class LoopDepth(Diagnostic):
         collapse = next((t for t in range(peak_loop + 1, len(curve)) if curve[t] < 0.5 * curve[peak_loop]), None)
         return LoopDepthMeasurement(reference_loop=reference, kl=kl, agreement=agreement, quality=scores,
                                     peak_loop=peak_loop, peak=curve[peak_loop], collapse_loop=collapse)
-
-    def columns(self, result) -> dict:
-        return {"peak loop": result.peak_loop,
-                "collapse": "-" if result.collapse_loop is None else result.collapse_loop}
-
-    def figure(self, rows, labels):
-        from .._figures import new_figure as _new_figure
-
-        figure = _new_figure(11.0, 4.0)
-        left, right = figure.subplots(1, 2)
-        for row, label in zip(rows, labels):
-            result = self.from_row(row)
-            if result is None:
-                continue
-            curve = result.quality or result.agreement
-            left.plot(range(len(curve)), curve, label=label)
-            right.plot(range(len(result.kl)), result.kl, label=label)
-            left.axvline(result.reference_loop, color="0.6", ls=":", lw=1)
-        left.set_xlabel("loop t")
-        left.set_ylabel("quality (or agreement with the trained depth)")
-        left.set_title("output quality against the loop count")
-        right.set_xlabel("loop t")
-        right.set_ylabel("KL(p_ref || p_t) (nats)")
-        right.set_title("divergence from the output at the trained depth")
-        right.legend(fontsize="x-small")
-        return figure
 
 
 def readout_logits(readout, state: torch.Tensor, loop: int) -> torch.Tensor:
