@@ -96,7 +96,6 @@ def measure(looped_map, x0=None, *, loops: int = 32, diagnostics=None, k: int = 
     if dtype is not None:
         looped, x0 = looped.to(dtype=dtype), x0.to(dtype)
     layer, eta = _row_identity(looped)
-    state_size = int(x0[0].numel())
     settings = dict(options, k=k, eigen_k=eigen_k, eigen_restarts=eigen_restarts, spectral_samples=spectral_samples,
                     seed=seed)
     clamps = _check_budgets(chosen, x0, loops, settings)

@@ -43,7 +43,7 @@ class EigenResult:
 
     def oscillation(self, **kwargs):
         """`jacobiscope.oscillation_measures` of these eigenvalues."""
-        from ..dynamics.oscillation import oscillation_measures
+        from ._oscillation import oscillation_measures
 
         return oscillation_measures(self.values, **kwargs)
 
