@@ -29,8 +29,8 @@ def new_figure(width, height, layout="constrained"):
 
         >>> from jacobiscope._figures import new_figure
         >>> figure = new_figure(4.0, 3.0)
-        >>> [round(v, 1) for v in figure.get_size_inches()]
-        [4.0, 3.0]
+        >>> tuple(figure.get_size_inches().tolist())
+        (4.0, 3.0)
     """
     Figure, FigureCanvasAgg = matplotlib_classes()
     figure = Figure(figsize=(width, height), layout=layout)
