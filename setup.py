@@ -25,6 +25,7 @@ class BuildPyWithShippedData(build_py):
             if not source.is_dir():
                 continue
             target = Path(self.build_lib) / "jacobiscope" / "_shipped" / name
+            shutil.rmtree(target, ignore_errors=True)  # a stale build/ must not ship files removed since
             for path in source.rglob("*"):
                 if path.is_file() and "__pycache__" not in path.parts:
                     destination = target / path.relative_to(source)

@@ -6,7 +6,8 @@
 `ship_checkpoint` copies the weights and config, measures the model (ID board accuracy on the 1,000 SATNet test
 puzzles and OOD on the first 2,000 RRN puzzles at T = 16 / 32 / 64 / 128; AKOrN also with K=16 energy votes on the
 first 200 puzzles of each split; the max Lyapunov exponent and the loop's Jacobian spectral norm on 16 ID puzzles),
-writes results.json and the model card, adds the modeling code and ``auto_map``, and replaces the folder atomically.
+writes results.json and the model card (no code: `jacobiscope hub prepare` writes it for an upload), and replaces
+the folder atomically.
 The run folder's ``recipe.json`` and ``best/accuracy.json`` describe the training in the card.
 """
 from __future__ import annotations

@@ -15,19 +15,12 @@ import json
 import re
 from pathlib import Path
 
-from .errors import JacobiscopeError
+from .errors import HubError  # noqa: F401 - defined with every public exception; raised from here
+
 
 # A Hub repo id: "name" or "owner/name" (letters, digits, - _ .; no "--" or ".." as the Hub forbids).
 _REPO_ID = re.compile(r"^(?:[A-Za-z0-9][A-Za-z0-9_.-]{0,95}/)?[A-Za-z0-9][A-Za-z0-9_.-]{0,95}$")
 _PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
-
-
-class HubError(JacobiscopeError, ValueError):
-    """A checkpoint name, folder or file is unusable."""
-
-
-# Raised by jacobiscope.hub's public functions: shown (tracebacks, doctests) under its public home.
-HubError.__module__ = "jacobiscope.hub"
 
 
 def check_safe_weights(folder) -> Path:
@@ -42,7 +35,7 @@ def check_safe_weights(folder) -> Path:
         ...     check_safe_weights(d)
         Traceback (most recent call last):
         ...
-        jacobiscope.hub.HubError: model folder '...' holds only pickle weights (pytorch_model.bin), which can run code when loaded — convert them once with save_pretrained(folder, safe_serialization=True) and pass the converted folder
+        jacobiscope.errors.HubError: model folder '...' holds only pickle weights (pytorch_model.bin), which can run code when loaded — convert them once with save_pretrained(folder, safe_serialization=True) and pass the converted folder
 
     Pickle files (``pytorch_model.bin`` and the like) are refused: unpickling can execute code.
     """
@@ -275,7 +268,7 @@ def check_repo_id(repo_id) -> str:
         >>> check_repo_id("my model!")
         Traceback (most recent call last):
         ...
-        jacobiscope.hub.HubError: 'my model!' is not a Hub repo id — use owner/name with letters, digits, '-', '_' and '.' (no '--' or '..', at most 96 characters each), e.g. someone/itrsa-sudoku
+        jacobiscope.errors.HubError: 'my model!' is not a Hub repo id — use owner/name with letters, digits, '-', '_' and '.' (no '--' or '..', at most 96 characters each), e.g. someone/itrsa-sudoku
     """
     text = repo_id if isinstance(repo_id, str) else None
     if text is None or not _REPO_ID.match(text) or "--" in text or ".." in text or text.endswith((".", "-")):

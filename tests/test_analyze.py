@@ -172,7 +172,7 @@ def test_native_looped_model_is_analysed_through_its_own_loop_map():
     puzzles = list(sudoku.satnet_splits()[1].select(range(2))["puzzle"])
     report = jacobiscope.analyze(model, puzzles, loops=5, k=2, eigen_k=3, progress=False)
     report.validate()
-    assert [row.mode for row in report.rows] == ["loop", "loop"] and report.provenance["adapter"] == "native loop_map"
+    assert [row.mode for row in report.rows] == ["loop", "loop"] and report.provenance["adapter"] == "native recurrence 'loop'"
     looped = model.loop_map(sudoku.to_tensor(puzzles[:1]))
     direct = jacobiscope.lyapunov_spectrum(looped, looped.x0, steps=5, k=2, seed=0)
     assert report.rows[0].lyapunov["exponents"] == pytest.approx(direct.exponents[0].tolist(), abs=1e-6)

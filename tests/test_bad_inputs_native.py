@@ -256,3 +256,34 @@ def test_analyze_refuses_absurd_loops_for_a_protocol_model_before_it_runs():
 def test_numpy_integer_loops_from_a_protocol_model_are_plain_ints():
     looped = jacobiscope.native_loop(Looped(loops=np.int64(3)), IDS)
     assert looped.meta["loops"] == 3 and type(looped.meta["loops"]) is int
+
+
+# ------------------------------------------------------------- the optional keys a batched loop gives (batch_dims, ...)
+OPTIONAL_KEYS = [
+    pytest.param("batch_dims", 3, "'batch_dims' must be an int in 0..2", "return e.g. 'batch_dims': 1",
+                 id="batch-dims-beyond-the-state"),
+    pytest.param("batch_dims", 1.0, "'batch_dims' must be an int in 0..2", "or leave it out", id="batch-dims-float"),
+    pytest.param("drive", "attention", "'drive' must be a callable state -> Y_t", "return a function",
+                 id="drive-not-callable"),
+    pytest.param("eta", "half", "'eta' must be a number (the loop's step size), got str 'half'",
+                 "'eta': self.config.eta", id="eta-str"),
+]
+
+
+@pytest.mark.parametrize("key, value, problem, fix", OPTIONAL_KEYS)
+@pytest.mark.guards("internal")
+def test_an_optional_key_with_junk_is_refused_naming_the_key(key, value, problem, fix):
+    with pytest.raises(AdapterError) as info:
+        jacobiscope.native_loop(Looped(**{key: value}), IDS)
+    assert problem in str(info.value) and fix in str(info.value)
+
+
+@pytest.mark.guards("internal")
+def test_a_batched_loop_with_a_drive_and_eta_keeps_them():
+    model = Looped(batch_dims=1, eta=0.5, drive=lambda s: 2 * s)
+    looped = jacobiscope.native_loop(model, torch.tensor([[1, 2, 3], [4, 5, 6]]))
+    assert looped.batch_dims == 1 and looped.info.eta == 0.5 and looped.meta["eta"] == 0.5
+    assert torch.equal(looped.drive(looped.x0 + 1), 2 * (looped.x0 + 1))
+    report = jacobiscope.analyze(model, torch.tensor([[1, 2, 3], [4, 5, 6]]), loops=3, k=1,
+                                 diagnostics=["lyapunov"], progress=False)
+    assert [row.state_shape for row in report.rows] == [[3, 4], [3, 4]]  # each input its own trajectory

@@ -16,11 +16,6 @@ NOT_YET_MOVED = {
     "AdapterCheckError": "jacobiscope.adapters.check",
     "InputError": "jacobiscope.adapters.inputs",
     "AdapterError": "jacobiscope.adapters.spec",
-    "HubError": "jacobiscope.hub",
-    "DiagnosticError": "jacobiscope.diagnostics._base",
-    "DiagnosticDefinitionError": "jacobiscope.diagnostics._base",
-    "ReportFormatError": "jacobiscope.report._json",
-    "ReportSourceError": "jacobiscope.report._json",
 }
 
 # Where each exception could be imported from before it moved: those paths keep working.

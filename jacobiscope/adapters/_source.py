@@ -136,6 +136,7 @@ class MapSource:
                          self.provenance([looped.info.layer for looped in maps]))
 
     def provenance(self, layers: list | None = None) -> MapProvenance:
+        """Where the maps come from (`MapProvenance`), for ``layers`` (default: the planned ones)."""
         plan, model = self.plan, self.plan.model
         return MapProvenance(public_name(getattr(model, "name_or_path", "") or type(model).__name__),
                              type(model).__name__, plan.adapter, plan.mode, plan.recurrence, plan.blocks,
@@ -186,7 +187,7 @@ def map_source(model, inputs, *, tokenizer=None, layers=None, mode: str | None =
 
 
 def _examples(plan: MapPlan, inputs, tokenizer, max_length, split: bool) -> list[ModelInputs]:
-    if plan.own_loop or callable(getattr(plan.model, "loop_inputs", None)):
+    if plan.own_loop:
         # A model written for jacobiscope (the reference solvers) takes its own inputs: puzzles, not text.
         examples = own_examples(plan.model, inputs)
         if split or len(examples) == 1:

@@ -96,49 +96,58 @@ def check_adapter(model, inputs=None, *, layers: list[int] | None = None, modes=
         indices = [block_index(layer, len(blocks), path) for layer in layers]
         device = next(model.parameters()).device
         kwargs = {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in model_inputs.kwargs.items()}
-        layout = spec.state_layout if spec is not None else "batch_first"
         own, hidden_states = _own_forward(model, runner, kwargs, [_entry(blocks[i], spec) for i in indices])
         for index, (own_input, own_output) in zip(indices, own):
-            own_input = to_batch_first(own_input, layout)
-            if _output_observable(blocks[index], spec):
-                own_output = to_batch_first(own_output, layout)
-            else:  # the block is not a module the model calls: its output is the model's next hidden state
-                own_output = hidden_states[index + 1] if hidden_states is not None and index + 1 < len(hidden_states) else None
-            looped = build_maps(prepared, model_inputs, [index], "block", None, None)[0]
-            x0 = looped.x0
-            result.add(f"layer {index}: x0 is the block's input", *_close(x0, own_input, rtol))
-            with torch.no_grad():
-                stepped = looped(x0)
-                again = looped(x0)
-            result.add(f"layer {index}: the step keeps the state's shape", stepped.shape == x0.shape,
-                       f"state {tuple(x0.shape)} -> {tuple(stepped.shape)}" + (
-                           "" if stepped.shape == x0.shape else ": a looped map must return a state like its input "
-                           "(this block changes the shape: loop another block, e.g. one inside a stage)"))
-            if own_output is not None:
-                result.add(f"layer {index}: step(x0) is the block's output", *_close(stepped, own_output, rtol))
-            _check_hidden_states(result, index, len(blocks), own_input, stepped, hidden_states, rtol)
-            result.add(f"layer {index}: deterministic", bool(torch.equal(stepped, again)),
-                       "two calls agree" if torch.equal(stepped, again) else "two calls differ (dropout or a stateful cache?)")
-            _check_derivatives(result, looped.to(dtype=torch.float64), f"layer {index} block")
-            if "attention" in modes and not isinstance(blocks[index], CompositeBlock):
-                try:
-                    attention_map = build_maps(prepared, model_inputs, [index], "attention", None, None)[0]
-                except AdapterError as error:
-                    if spec is not None and spec.attention is not None:
-                        raise  # the spec names parts the model lacks: its own error says which
-                    # no spec, and the trace shows no ItrSA-form attention: the family is block mode only
-                    result.add(f"layer {index}: attention mode", True, f"not available, block mode only ({error})")
-                    continue
-                with torch.no_grad():
-                    out = attention_map(attention_map.x0)
-                ok = out.shape == attention_map.x0.shape and bool(torch.isfinite(out).all())
-                result.add(f"layer {index}: attention mode", ok, f"state {tuple(out.shape)}, finite={bool(torch.isfinite(out).all())}")
-                _check_derivatives(result, attention_map.to(dtype=torch.float64), f"layer {index} attention")
+            _check_layer(result, prepared, model_inputs, (path, blocks, spec), index, own_input, own_output,
+                         hidden_states, modes, rtol)
     finally:
         prepared.restore()
     if raise_on_failure and not result.passed:
         raise AdapterCheckError(str(result))
     return result
+
+
+def _check_layer(result, prepared, model_inputs, found, index: int, own_input, own_output, hidden_states, modes,
+                 rtol: float) -> None:
+    """One layer's checks against the model's own forward: x0, one step, the hidden states, determinism, the
+    derivatives, and the attention mode."""
+    _, blocks, spec = found
+    layout = spec.state_layout if spec is not None else "batch_first"
+    own_input = to_batch_first(own_input, layout)
+    if _output_observable(blocks[index], spec):
+        own_output = to_batch_first(own_output, layout)
+    else:  # the block is not a module the model calls: its output is the model's next hidden state
+        own_output = hidden_states[index + 1] if hidden_states is not None and index + 1 < len(hidden_states) else None
+    looped = build_maps(prepared, model_inputs, [index], "block", None, None, found=found)[0]
+    x0 = looped.x0
+    result.add(f"layer {index}: x0 is the block's input", *_close(x0, own_input, rtol))
+    with torch.no_grad():
+        stepped = looped(x0)
+        again = looped(x0)
+    result.add(f"layer {index}: the step keeps the state's shape", stepped.shape == x0.shape,
+               f"state {tuple(x0.shape)} -> {tuple(stepped.shape)}" + (
+                   "" if stepped.shape == x0.shape else ": a looped map must return a state like its input "
+                   "(this block changes the shape: loop another block, e.g. one inside a stage)"))
+    if own_output is not None:
+        result.add(f"layer {index}: step(x0) is the block's output", *_close(stepped, own_output, rtol))
+    _check_hidden_states(result, index, len(blocks), own_input, stepped, hidden_states, rtol)
+    result.add(f"layer {index}: deterministic", bool(torch.equal(stepped, again)),
+               "two calls agree" if torch.equal(stepped, again) else "two calls differ (dropout or a stateful cache?)")
+    _check_derivatives(result, looped.to(dtype=torch.float64), f"layer {index} block")
+    if "attention" in modes and not isinstance(blocks[index], CompositeBlock):
+        try:
+            attention_map = build_maps(prepared, model_inputs, [index], "attention", None, None, found=found)[0]
+        except AdapterError as error:
+            if spec is not None and spec.attention is not None:
+                raise  # the spec names parts the model lacks: its own error says which
+            # no spec, and the trace shows no ItrSA-form attention: the family is block mode only
+            result.add(f"layer {index}: attention mode", True, f"not available, block mode only ({error})")
+            return
+        with torch.no_grad():
+            out = attention_map(attention_map.x0)
+        ok = out.shape == attention_map.x0.shape and bool(torch.isfinite(out).all())
+        result.add(f"layer {index}: attention mode", ok, f"state {tuple(out.shape)}, finite={bool(torch.isfinite(out).all())}")
+        _check_derivatives(result, attention_map.to(dtype=torch.float64), f"layer {index} attention")
 
 
 def _reference_runner(model, blocks):

@@ -246,10 +246,9 @@ def build_maps(prepared: PreparedModel, model_inputs: ModelInputs, layers: list[
         if compute_dtype is not None and compute_dtype != x0.dtype:
             looped = looped.to(dtype=compute_dtype)
         info = looped.info
-        info.model, info.layer, info.mode, info.eta = str(model_name), index, mode, (None if mode == "block" else
-                                                                                      module.eta)
+        info.model, info.layer, info.mode = str(model_name), index, mode
         info.blocks_path, info.adapter, info.notes = path, _adapter_name(spec, mode), list(prepared.notes)
-        info.set("eta", info.eta)  # said even when None: a block map has no step size
+        info.set("eta", None if mode == "block" else module.eta)  # said even when None: a block has no step size
         maps.append(looped)
     return maps
 

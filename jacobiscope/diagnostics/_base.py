@@ -10,25 +10,13 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..errors import JacobiscopeError
+from ..errors import DiagnosticDefinitionError, DiagnosticError  # noqa: F401 - their old import path
 from ._option import Option  # noqa: F401 - re-exported: diagnostics declare options with it
 
 __all__ = ["Diagnostic", "DiagnosticError", "MeasureContext", "Option", "register_diagnostic",
            "unregister_diagnostic", "list_diagnostics", "get_diagnostic", "check_options"]
 
 
-class DiagnosticError(JacobiscopeError, RuntimeError):
-    """A diagnostic (usually a user's own) misbehaved: its ``compute`` raised, returned something a report cannot
-    hold, modified the trajectory, or its figure failed. The message names the diagnostic and what it did; an error
-    it raised itself is chained as ``__cause__``."""
-
-
-class DiagnosticDefinitionError(DiagnosticError, TypeError):
-    """A diagnostic's class is unusable as declared (no ``compute``, ``requires`` that name itself or nothing
-    registered, options declared with an unknown kind, ...): refused at `register_diagnostic`."""
-
-
-# The kinds an option may have: (what a value must be, an example of a good one).
 #: Options of `measure` itself (its keyword arguments): given in ``options=`` they would be silently overridden.
 MEASURE_ARGUMENTS = ("k", "eigen_k", "eigen_restarts", "spectral_samples", "seed", "loops", "dtype", "label",
                      "input_index", "mode", "diagnostics")

@@ -130,7 +130,7 @@ def loop_function(looped_map: LoopedMap, function: Callable, name: str, *, keep_
         if hasattr(looped_map, attribute):
             setattr(new, attribute, getattr(looped_map, attribute))
     # Its own info and extras (a part of the loop reads out nothing: no readout, no quality score).
-    new.info, new._extras = looped_map.info.copy(), dict(looped_map._extras)
+    new.copy_info_from(looped_map)
     new.info.readout = new.info.quality = None
     return new
 

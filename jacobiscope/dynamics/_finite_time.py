@@ -155,7 +155,7 @@ def _replicated_map(looped: LoopedMap, starts: int) -> LoopedMap:
     """The map on ``[starts, *batch, *state]``: the same step on every start's copy of the state."""
     replicated = LoopedMap(torch.func.vmap(looped.step), batch_dims=looped.batch_dims + 1,
                            name=f"{looped.name} (x{starts} starts)")
-    replicated.info, replicated._extras = looped.info.copy(), dict(looped._extras)
+    replicated.copy_info_from(looped)
     return replicated
 
 

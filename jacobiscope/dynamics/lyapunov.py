@@ -130,26 +130,8 @@ def lyapunov_spectrum(
     Phys. 61 (1979); Kaplan & Yorke, LNM 730 (1979).
     """
     # Arguments first (cheap), then the state, then one checked step: nothing runs on a bad call.
-    if method not in ("qr", "two_trajectory"):
-        raise ArgumentError(f"method must be 'qr' or 'two_trajectory', got {method!r}.")
-    steps = positive_int(steps, "steps")
-    reorth_every = positive_int(reorth_every, "reorth_every")
-    transient = nonnegative_int(transient, "transient")
-    # transient + steps loops run, k jvps each: both against their budgets before the first loop.
-    from ..maps import steps_per_loop
-
-    power = steps_per_loop(step)
-    within_budget(transient + steps, "transient + steps", "loops", per_unit=power, unit="loops of the step")
-    k = within_budget(k, "k")
-    if method == "two_trajectory" and k != 1:
-        raise ArgumentError("method='two_trajectory' estimates the largest exponent only: use k=1.")
-    seed = seed_int(seed)
-    optional_positive_int(chunk_size, "chunk_size")
-    perturbation = positive_number(perturbation, "perturbation")  # 0 or NaN gave NaN exponents without a word
-    if compile is not None and not isinstance(compile, bool):
-        raise ArgumentError(f"compile must be None (choose by cost), True or False, got {compile!r} — pass "
-                            "compile=None.")
-    floating_dtype(dtype, "dtype")
+    steps, k, transient, reorth_every, seed, perturbation = _checked_options(
+        step, method, steps, k, transient, reorth_every, seed, perturbation, chunk_size, compile, dtype)
     given = as_looped_map(step, batch_dims=batch_dims)
     owner = given.module if given.module is not None else given._function  # the key of traced graphs
     looped_map = given.detached()
@@ -183,6 +165,32 @@ def lyapunov_spectrum(
         return _two_trajectory(looped_map, x, steps, transient, perturbation, seed, meta)
     return _qr_method(looped_map, x, steps, k, transient, reorth_every, seed, tangents, chunk_size, meta, compile,
                       owner)
+
+
+def _checked_options(step, method, steps, k, transient, reorth_every, seed, perturbation, chunk_size, compile,
+                     dtype) -> tuple:
+    """The options of `lyapunov_spectrum`, each checked (and normalized: numpy ints to ints) before anything runs."""
+    if method not in ("qr", "two_trajectory"):
+        raise ArgumentError(f"method must be 'qr' or 'two_trajectory', got {method!r}.")
+    steps = positive_int(steps, "steps")
+    reorth_every = positive_int(reorth_every, "reorth_every")
+    transient = nonnegative_int(transient, "transient")
+    # transient + steps loops run, k jvps each: both against their budgets before the first loop.
+    from ..maps import steps_per_loop
+
+    power = steps_per_loop(step)
+    within_budget(transient + steps, "transient + steps", "loops", per_unit=power, unit="loops of the step")
+    k = within_budget(k, "k")
+    if method == "two_trajectory" and k != 1:
+        raise ArgumentError("method='two_trajectory' estimates the largest exponent only: use k=1.")
+    seed = seed_int(seed)
+    optional_positive_int(chunk_size, "chunk_size")
+    perturbation = positive_number(perturbation, "perturbation")  # 0 or NaN gave NaN exponents without a word
+    if compile is not None and not isinstance(compile, bool):
+        raise ArgumentError(f"compile must be None (choose by cost), True or False, got {compile!r} — pass "
+                            "compile=None.")
+    floating_dtype(dtype, "dtype")
+    return steps, k, transient, reorth_every, seed, perturbation
 
 
 def _check_tangents(tangents, x, k, looped_map) -> None:

@@ -10,19 +10,10 @@ import stat
 from pathlib import Path
 
 from .._io import NotARegularFileError, atomic_write_text, check_file_path, path_error
-from ..errors import JacobiscopeError
+from ..errors import ReportFormatError, ReportSourceError  # noqa: F401 - their old import path
 from .._values import _plain
 from ..diagnostics._legacy import upgrade_row
 from ._schema import FORMAT, FORMAT_VERSION, LayerResult
-
-
-class ReportFormatError(JacobiscopeError, ValueError):
-    """A file or text given to `Report.from_json` is not a jacobiscope report (not JSON, truncated, another tool's,
-    edited into wrong types), or a report cannot be written as JSON; the message names the problem and the fix."""
-
-
-class ReportSourceError(JacobiscopeError, TypeError):
-    """`Report.from_json` was given something that is neither a path nor JSON text."""
 
 
 _NONFINITE_VALUES = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}

@@ -142,8 +142,8 @@ class JacobianRegularizer:
         target, one_sided, iterations: see `jacobian_spectral_penalty`.
         samples: how many examples of the batch (its first ones) give trajectories.
         max_loops: the state is taken after ``t`` loops, ``t`` drawn uniformly in ``[0, max_loops]`` at each call
-            (default: ``model.config.loops`` for models with ``loop_map``, 0 — the hidden state entering the
-            block — for Hugging Face blocks).
+            (default: the trained loop count of a model with its own loop, ``looped.info.loops``; 0 — the hidden
+            state entering the block — for Hugging Face blocks).
         layers: Hugging Face models: the block indices to draw one from at each call (default: all).
         mode, eta: Hugging Face models: ``"block"`` (the whole layer) or ``"attention"`` (the ItrSA form), as
             `jacobiscope.looped_block`.
@@ -152,8 +152,9 @@ class JacobianRegularizer:
         seed: draws (loop, layer, start vector) depend only on ``seed`` and ``step``, never on the global RNG, so
             a resumed or accumulated run draws the same.
 
-    Models with ``loop_map(input_ids)`` (the reference Sudoku models) use it; other models go through the
-    adapters (dropout off while the map is captured and evaluated, the model's mode restored afterwards).
+    Every map comes from `jacobiscope.adapters.map_source` (the whole batch as one map): models with their own
+    loop (the reference Sudoku models) give their recurrence, other models a block; dropout is off while the map
+    is captured and evaluated, and the model's mode is restored afterwards.
     """
 
     def __init__(self, target: float = 1.0, *, one_sided: bool = False, iterations: int = 4, samples: int = 4,
