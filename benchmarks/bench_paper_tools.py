@@ -5,10 +5,10 @@ state's overlap with the top eigenvectors of the Jacobian's symmetric part, alon
         [--loops 16] [--k 4]
 
 For each shipped checkpoint, on SATNet test rows 9000.. (the in-distribution test puzzles, float32, the model's own
-dtype): `jacobiscope.norm_bound` at the states x_0 .. x_{loops-1} each loop is applied to (bound, measured ||J||_2,
-their ratio, and ||J||_2 of the same loop with its norm removed, `jacobiscope.without_norm`); then
-`jacobiscope.symmetric_overlap_along_loop` over x_0 .. x_loops (top-k eigenvectors of S = (J + J^T) / 2, the state
-against its own eigenvectors and against those of the last state) and `jacobiscope.energy_split` along the same
+dtype): `jacobiscope.dynamics.norm_bound` at the states x_0 .. x_{loops-1} each loop is applied to (bound, measured ||J||_2,
+their ratio, and ||J||_2 of the same loop with its norm removed, `jacobiscope.dynamics.without_norm`); then
+`jacobiscope.dynamics.symmetric_overlap_along_loop` over x_0 .. x_loops (top-k eigenvectors of S = (J + J^T) / 2, the state
+against its own eigenvectors and against those of the last state) and `jacobiscope.dynamics.energy_split` along the same
 trajectory. Printed as RESULTS.md rows and written to benchmarks/out/paper_tools.json.
 """
 from __future__ import annotations
@@ -29,10 +29,10 @@ CHECKPOINTS = ("itrsa-sudoku", "akorn-sudoku")
 
 def bound_along_loop(m, states) -> dict:
     """Per loop t: the bound's terms, each ``[puzzles]``, and ||J|| of the loop with its norm removed."""
-    bare = jacobiscope.without_norm(m)
+    bare = jacobiscope.dynamics.without_norm(m)
     rows = {key: [] for key in ("bound", "measured", "ratio", "R", "max_gamma", "inner_norm", "eta", "without_norm")}
     for x in states:
-        result = jacobiscope.norm_bound(m, x)
+        result = jacobiscope.dynamics.norm_bound(m, x)
         for key in ("bound", "measured", "ratio", "R", "max_gamma", "inner_norm", "eta"):
             rows[key].append(getattr(result, key).tolist())
         rows["without_norm"].append(jacobiscope.spectral_norm(bare, x).value.tolist())
@@ -40,9 +40,9 @@ def bound_along_loop(m, states) -> dict:
 
 
 def overlap_along_loop(m, x0, loops: int, k: int) -> dict:
-    along = jacobiscope.symmetric_overlap_along_loop(m, x0, loops=loops, k=k)
+    along = jacobiscope.dynamics.symmetric_overlap_along_loop(m, x0, loops=loops, k=k)
     states = m.trajectory(x0, loops)
-    split = jacobiscope.energy_split(states, m)
+    split = jacobiscope.dynamics.energy_split(states, m)
     return {"values": along.values.tolist(), "own": along.own.tolist(), "fixed": along.fixed.tolist(),
             "chance": along.chance, "converged": along.converged, "reference": along.reference,
             "energy_total": split.total.tolist(), "energy_parts": {k: v.tolist() for k, v in split.parts.items()},

@@ -23,7 +23,7 @@ for name in ("itrsa-sudoku", "akorn-sudoku"):
         pooled_rows = []
         for split, puzzles in SETS.items():
             started = time.perf_counter()
-            table = jacobiscope.per_example(model, puzzles, loops=loops, progress=False)
+            table = jacobiscope.recipes.per_example(model, puzzles, loops=loops, progress=False)
             per_example_seconds = time.perf_counter() - started
             started = time.perf_counter()
             spreads = []

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from jacobiscope import loop_scaling
+from jacobiscope.recipes import loop_scaling
 
 ROOT = Path(__file__).resolve().parents[1]
 VERDICTS = ("reproduced", "partly", "refuted", "not testable here")
@@ -420,7 +420,7 @@ def claim_criticality(context: Context) -> Claim:
 def claim_criticality_per_example(context: Context) -> Claim:
     """Within one trained solver: do the puzzles it solves sit nearer criticality? Per fresh puzzle (31-42 givens,
     the cards' generator seed), the loop's max Lyapunov exponent over T=32 loops joined with solved-at-32
-    (`jacobiscope.per_example`). Rule: reproduced if the point-biserial r of lambda_max with solved is positive
+    (`jacobiscope.recipes.per_example`). Rule: reproduced if the point-biserial r of lambda_max with solved is positive
     with its bootstrap 95% interval above 0 for every solver measured (solved puzzles less contracting, nearer 0);
     refuted if it is negative with the interval below 0 for every solver; partly otherwise."""
     import jacobiscope
@@ -434,7 +434,7 @@ def claim_criticality_per_example(context: Context) -> Claim:
     signs, values = [], {}
     for name in ("itrsa-sudoku", "akorn-sudoku"):
         model = jacobiscope.load_pretrained(name).eval()
-        table = jacobiscope.per_example(model, puzzles, loops=32, progress=False)
+        table = jacobiscope.recipes.per_example(model, puzzles, loops=32, progress=False)
         summary = table.summary
         values[name] = [(row.lambda_max, bool(row.solved)) for row in table.rows if row.solved is not None]
         rows.append(f"| {name} | {summary.solved} of {summary.n} | {summary.mean_solved:.3f} / "
@@ -461,7 +461,7 @@ def claim_criticality_per_example(context: Context) -> Claim:
     return Claim("criticality-per-example", "Within a solver, solved inputs sit nearer criticality",
                  "Sec. 6 (the criticality claim, read per input): success goes with a max Lyapunov exponent near 0.",
                  f"{count} fresh generated puzzles (31-42 givens, unique solutions), each puzzle's own trajectory; "
-                 "`jacobiscope.per_example` (lambda_max from `analyze`, solved at T=32 from the solver's readout).",
+                 "`jacobiscope.recipes.per_example` (lambda_max from `analyze`, solved at T=32 from the solver's readout).",
                  "\n".join(rows), verdict, why, _figure(context, "criticality_per_example", draw))
 
 
@@ -514,7 +514,7 @@ def claim_norm_bound(context: Context) -> Claim:
 
     return Claim("norm-bound", "The Prop. 5.1 bound on ‖J‖ holds (and how tight it is)",
                  "Prop. 5.1: ‖J‖ <= (max_j |gamma_j| / R)(1 + eta ‖J_MSA(X)‖₂) for the normalized loop.",
-                 "`jacobiscope.norm_bound` (R = the smallest per-token RMS of X + eta Attn(X); both norms by "
+                 "`jacobiscope.dynamics.norm_bound` (R = the smallest per-token RMS of X + eta Attn(X); both norms by "
                  "Lanczos) on the shipped solvers (SATNet test puzzles from row 9000) and random maps (32 tokens).",
                  "\n".join(rows), verdict, why, _figure(context, "norm_bound", draw), {"violations": violations})
 
@@ -563,7 +563,7 @@ def claim_power_iteration(context: Context) -> Claim:
     return Claim("power-iteration", "Pseudo-energy descent works like power iteration",
                  "Sec. 4: the pseudo-energy -Tr(X^T Attn(X)) decreases along the loop as in power iteration, the "
                  "state aligning with the top eigenvectors of the Jacobian's symmetric part.",
-                 "`jacobiscope.energy_split` and `jacobiscope.symmetric_overlap_along_loop` (k = 2, Lanczos on "
+                 "`jacobiscope.dynamics.energy_split` and `jacobiscope.dynamics.symmetric_overlap_along_loop` (k = 2, Lanczos on "
                  "(J + J^T)/2 at every state) on the shipped solvers over 32 loops, SATNet test puzzles from row 9000.",
                  "\n".join(rows), verdict, why, _figure(context, "power_iteration", draw))
 
@@ -806,7 +806,7 @@ def claim_akorn_dimension(context: Context) -> Claim:
 def claim_itrsa_scaling(context: Context) -> Claim:
     """Test-time scaling of every trained ItrSA checkpoint: accuracy at T = 16 ... 128 (odd T too). Rule:
     reproduced if every ItrSA checkpoint's OOD accuracy is non-decreasing in T, odd and even (within 1 point of its
-    best at a smaller T: `jacobiscope.loop_scaling`, the cards' test-time-scaling section) and gains from
+    best at a smaller T: `jacobiscope.recipes.loop_scaling`, the cards' test-time-scaling section) and gains from
     T=16 to its best T: >= 5 points, or at least doubles (a weak checkpoint scales too when 0.2% becomes 4%).
     Energy-constrained variants (attention other than standard) are listed but left out: they have their own claim;
     so is a variant without normalization (the paper's ItrSA is normalized; the normalization claims cover it), and

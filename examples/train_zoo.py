@@ -107,7 +107,7 @@ def kept_weights(run: Path, summary: dict) -> str:
 
 def _keeps(per_loop: dict) -> str:
     """yes / no (peak T) / - (no board solved): the card's test-time-scaling verdict, in short."""
-    from jacobiscope import loop_scaling
+    from jacobiscope.recipes import loop_scaling
 
     verdict = loop_scaling(per_loop)
     return {True: "yes", None: "-"}.get(verdict["keeps_scaling"], f"no (peak T={verdict['peak_loops']})")

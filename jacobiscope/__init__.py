@@ -32,23 +32,29 @@ _EXPORTS = {
     "_analyze": ("analyze", "describe"),
     "_depth": ("depth_dynamics", "DepthDynamics"),
     "dynamics._finite_time": ("finite_time_exponents", "FiniteTimeExponents"),
-    "recipes._scaling": ("loop_scaling",),
-    "_per_example": ("per_example", "per_example_from_report", "solved_from_sudoku_eval", "PerExample"),
-    "report": ("LayerResult", "Report", "ReportFormatError"),
-    "_io": ("PathError", "OutputInsideInputError", "NotARegularFileError"),
-    "recipes.sudoku": ("RecipeError",),
+    "report": ("LayerResult", "Report"),
     "dynamics": ("LyapunovResult", "OscillationMeasures", "classify_dynamics", "kaplan_yorke_dimension",
-                 "token_order_parameters", "lyapunov_spectrum", "oscillation_measures", "pseudo_energy",
-                 "NormBound", "norm_bound", "drive_map", "without_norm", "EnergySplit", "LoopOverlaps",
-                 "SymmetricEigenResult", "energy_split", "symmetric_eigenpairs", "symmetric_overlap_along_loop"),
-    "errors": ("ArgumentError", "BudgetError", "ConvergenceWarning", "FolderBusyError", "JacobiscopeError", "MemoryBudgetError", "NonFiniteStateError",
-               "StepError",
-               "NonFiniteWarning", "SlowDerivativesWarning", "StateError", "StepOutputError"),
+                 "token_order_parameters", "lyapunov_spectrum", "oscillation_measures", "pseudo_energy"),
+    "errors": ("ArgumentError", "BudgetError", "ConvergenceWarning", "DiagnosticDefinitionError", "DiagnosticError",
+               "FolderBusyError", "HubError", "JacobiscopeError", "MemoryBudgetError", "NonFiniteStateError",
+               "NonFiniteWarning", "NotARegularFileError", "OutputInsideInputError", "PathError", "RecipeError",
+               "ReportFormatError", "SlowDerivativesWarning", "StateError", "StepError", "StepOutputError"),
     "linalg": ("EigenResult", "JacobianOperator", "SpectralNormResult", "jacobian", "jacobian_eigenvalues",
                "spectral_norm"),
     "maps": ("LoopedMap", "as_looped_map"),
     "diagnostics": ("Diagnostic", "MeasureContext", "register_diagnostic", "list_diagnostics", "get_diagnostic",
-                    "measure", "DiagnosticResult", "DiagnosticError", "DiagnosticDefinitionError", "Option"),
+                    "measure", "DiagnosticResult", "Option"),
+}
+
+# Research tooling reached through its subpackage (the root keeps the SDK's entry points): the paper-specific
+# analyses live in `jacobiscope.dynamics`, the research workflows in `jacobiscope.recipes`. The old root names
+# still work, with a DeprecationWarning naming the new home.
+_MOVED = {
+    **dict.fromkeys(("NormBound", "norm_bound", "drive_map", "without_norm", "EnergySplit", "LoopOverlaps",
+                     "SymmetricEigenResult", "energy_split", "symmetric_eigenpairs", "symmetric_overlap_along_loop"),
+                    "dynamics"),
+    **dict.fromkeys(("loop_scaling", "per_example", "per_example_from_report", "solved_from_sudoku_eval",
+                     "PerExample"), "recipes"),
 }
 _ORIGIN = {name: module for module, names in _EXPORTS.items() for name in names}
 
@@ -63,6 +69,13 @@ def __getattr__(name: str):
         value = getattr(importlib.import_module(f".{_ORIGIN[name]}", __name__), name)
         globals()[name] = value
         return value
+    if name in _MOVED:
+        import warnings
+
+        home = f"jacobiscope.{_MOVED[name]}"
+        warnings.warn(f"jacobiscope.{name} is research tooling and lives in {home}: use {home}.{name} (the root "
+                      "keeps the SDK's entry points)", DeprecationWarning, stacklevel=2)
+        return getattr(importlib.import_module(home), name)
     raise AttributeError(f"module 'jacobiscope' has no attribute {name!r}")
 
 

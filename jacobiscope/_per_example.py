@@ -7,7 +7,7 @@ Example::
     >>> from jacobiscope.models.itrsa import ItrSAConfig, ItrSAForSudoku
     >>> model = ItrSAForSudoku(ItrSAConfig(hidden_size=8, num_heads=2, loops=4)).eval()
     >>> puzzles = jacobiscope.data.sudoku.generate_many(4, givens=40, seed=0)[0]
-    >>> table = jacobiscope.per_example(model, puzzles, [True, False, True, False], loops=4, progress=False)
+    >>> table = jacobiscope.recipes.per_example(model, puzzles, [True, False, True, False], loops=4, progress=False)
     >>> len(table.rows), table.rows[0].solved, table.summary.solved
     (4, True, 2)
     >>> -1.0 <= table.summary.r <= 1.0
@@ -138,7 +138,7 @@ def per_example(model, inputs, correct=None, *, loops: int = 32, diagnostics=_DE
         >>> from jacobiscope.models.itrsa import ItrSAConfig, ItrSAForSudoku
         >>> model = ItrSAForSudoku(ItrSAConfig(hidden_size=8, num_heads=2, loops=4)).eval()
         >>> puzzles = jacobiscope.data.sudoku.generate_many(2, givens=40, seed=0)[0]
-        >>> table = jacobiscope.per_example(model, puzzles, loops=4, progress=False)  # its own loop_outcome
+        >>> table = jacobiscope.recipes.per_example(model, puzzles, loops=4, progress=False)  # its own loop_outcome
         >>> [row.solved for row in table.rows]       # a random model solves nothing
         [False, False]
 
@@ -177,8 +177,8 @@ def per_example_from_report(report, correct=None, *, layer=None, statistic: str 
         >>> import jacobiscope
         >>> report = jacobiscope.Report.from_json("report.json")                      # doctest: +SKIP
         >>> record = "eval.json"                     # from: jacobiscope sudoku eval ... --json eval.json
-        >>> solved = jacobiscope.solved_from_sudoku_eval(record, split="id", loops=32)  # doctest: +SKIP
-        >>> jacobiscope.per_example_from_report(report, solved)                        # doctest: +SKIP
+        >>> solved = jacobiscope.recipes.solved_from_sudoku_eval(record, split="id", loops=32)  # doctest: +SKIP
+        >>> jacobiscope.recipes.per_example_from_report(report, solved)                        # doctest: +SKIP
 
     ``correct`` and ``layer`` as for `per_example`; with ``correct=None`` each row's ``outcome["solved"]`` is used.
     """
@@ -202,7 +202,7 @@ def solved_from_sudoku_eval(record, split: str = "id", loops: int = 32) -> list[
         >>> import jacobiscope
         >>> record = {"loops": [16, 32], "puzzles": {"id": [{"index": 0, "solved_at": [16, 32]},
         ...                                                   {"index": 1, "solved_at": [32]}]}}
-        >>> jacobiscope.solved_from_sudoku_eval(record, "id", loops=16)
+        >>> jacobiscope.recipes.solved_from_sudoku_eval(record, "id", loops=16)
         [True, False]
     """
     if isinstance(record, (str, Path)):

@@ -33,7 +33,7 @@ __all__ = ["positive_int", "nonnegative_int", "optional_positive_int", "seed_int
 #: - ``eigen_k``: eigenvalues sought by Arnoldi (a basis of about ``2 eigen_k`` vectors, restarted).
 #: - ``spectral_samples``: loops at which ``||J||_2`` is measured (a Lanczos run each).
 #: - ``iterations``: iterations of an iterative solver (Lanczos ``max_iter``, Arnoldi ``max_restarts``).
-#: - ``resamples``: bootstrap resamples of a correlation (`jacobiscope.per_example`).
+#: - ``resamples``: bootstrap resamples of a correlation (`jacobiscope.recipes.per_example`).
 BUDGETS = {"loops": 100_000, "power": 100_000, "k": 1024, "eigen_k": 1024, "spectral_samples": 1024,
            "iterations": 100_000, "resamples": 1_000_000}
 

@@ -119,3 +119,19 @@ def test_the_checks_catch_what_they_look_for(tmp_path):
     found = list(_imported(probe, "jacobiscope.linalg._probe"))
     assert found == [("jacobiscope.report", 2)]
     assert _layer("jacobiscope.linalg._probe") < _layer(found[0][0])
+
+
+def test_research_tooling_is_reached_through_its_subpackage():
+    """The root keeps the SDK's entry points; the paper-specific analyses and research workflows moved to
+    jacobiscope.dynamics / jacobiscope.recipes, and their old root names warn and give the same object."""
+    import jacobiscope
+
+    moved = jacobiscope._MOVED
+    assert moved and not set(moved) & set(jacobiscope.__all__)
+    for name, home in moved.items():
+        with pytest.warns(DeprecationWarning, match=rf"use jacobiscope\.{home}\.{name}"):
+            old = getattr(jacobiscope, name)
+        assert old is getattr(getattr(jacobiscope, home), name)
+    for name in ("analyze", "describe", "measure", "LoopedMap", "Report", "lyapunov_spectrum", "spectral_norm",
+                 "SpectralRegTrainer", "register_diagnostic", "load_pretrained"):
+        assert name in jacobiscope.__all__

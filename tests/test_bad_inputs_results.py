@@ -35,7 +35,7 @@ SCALING = [
 @pytest.mark.parametrize("per_loop, fragment", SCALING)
 def test_loop_scaling_refuses_what_is_no_accuracy_table(per_loop, fragment):
     with pytest.raises(ArgumentError) as caught:
-        jacobiscope.loop_scaling(per_loop)
+        jacobiscope.recipes.loop_scaling(per_loop)
     message = str(caught.value)
     assert fragment in message and " — " in message, message
 
@@ -45,14 +45,14 @@ def test_loop_scaling_refuses_what_is_no_accuracy_table(per_loop, fragment):
 @pytest.mark.guards("silent")
 def test_loop_scaling_tolerance_is_a_finite_non_negative_number(tolerance):
     with pytest.raises(ArgumentError, match=r"tolerance must be a finite number >= 0"):
-        jacobiscope.loop_scaling({16: 0.2, 32: 0.5}, tolerance=tolerance)
+        jacobiscope.recipes.loop_scaling({16: 0.2, 32: 0.5}, tolerance=tolerance)
 
 
 @pytest.mark.guards("silent")
 def test_loop_scaling_reads_results_json_entries_and_text_keys_alike():
     """The checks keep every legal shape: text keys and sudoku-eval dicts give the verdict of plain numbers."""
-    plain = jacobiscope.loop_scaling({16: 0.5, 17: 0.52, 32: 0.7, 64: 0.68})
-    stored = jacobiscope.loop_scaling({"16": {"board_accuracy": 0.5}, "17": {"board_accuracy": 0.52},
+    plain = jacobiscope.recipes.loop_scaling({16: 0.5, 17: 0.52, 32: 0.7, 64: 0.68})
+    stored = jacobiscope.recipes.loop_scaling({"16": {"board_accuracy": 0.5}, "17": {"board_accuracy": 0.52},
                                        "32": {"board_accuracy": 0.7}, "64": {"board_accuracy": 0.68}})
     assert plain == stored
     assert plain["largest_drop"] == pytest.approx(0.02) and plain["drop_loops"] == 64

@@ -65,7 +65,7 @@ MAPS = maps()
 def test_bound_holds_against_the_dense_norm_at_many_states(name):
     m = MAPS[name]
     for x in states_of(m):
-        result = jacobiscope.norm_bound(m, x)
+        result = jacobiscope.dynamics.norm_bound(m, x)
         truth = dense_norm(m.step, x)
         assert float(result.measured) == pytest.approx(truth, rel=1e-8)
         assert float(result.bound) >= truth * (1 - 1e-10)
@@ -86,7 +86,7 @@ def test_attention_mode_maps_of_hf_models(family):
     gain = 1 + weight if family == "gemma" else weight  # Gemma's RMSNorm multiplies by (1 + weight)
     generator = torch.Generator().manual_seed(0)
     for x in [m.x0, m(m.x0), 2.0 * torch.randn(m.x0.shape, generator=generator, dtype=torch.float64)]:
-        result = jacobiscope.norm_bound(m, x)
+        result = jacobiscope.dynamics.norm_bound(m, x)
         assert float(result.max_gamma) == pytest.approx(float(gain.abs().max()), rel=1e-12)
         assert result.norm_kind == ("layernorm" if family in ("gpt2", "bert") else "rmsnorm")
         truth = dense_norm(m.step, x)
@@ -97,7 +97,7 @@ def test_components_against_dense_computations_itrsa():
     model = itrsa_model()
     m = model.loop_map(PUZZLE)
     x = m.trajectory(m.x0, 2)[-1]
-    result = jacobiscope.norm_bound(m, x)
+    result = jacobiscope.dynamics.norm_bound(m, x)
     model.requires_grad_(False)
     injection = model.embed(PUZZLE) + model.position()
     z = x + model.config.eta * (model.attention(x) + injection)
@@ -117,13 +117,13 @@ def test_components_layernorm_and_oscillator_forms():
     m = MAPS["layernorm"]
     block = m.module.requires_grad_(False)
     z = m.x0 + block.eta * block.drive(m.x0)
-    result = jacobiscope.norm_bound(m, m.x0)
+    result = jacobiscope.dynamics.norm_bound(m, m.x0)
     assert float(result.R) == pytest.approx(float(torch.sqrt(z.var(-1, unbiased=False) + block.eps).min()), rel=1e-12)
     assert dense_norm(block.normalize, z) <= float(result.max_gamma / result.R) * (1 + 1e-10)
 
     akorn = MAPS["akorn"]
     model, x = akorn.module.model.requires_grad_(False), akorn.trajectory(akorn.x0, 2)[-1]
-    result = jacobiscope.norm_bound(akorn, x)
+    result = jacobiscope.dynamics.norm_bound(akorn, x)
     y = model.drive(x, model.injection(PUZZLE))
     groups_x, groups_y = x.reshape(1, 81, -1, 4), y.reshape(1, 81, -1, 4)
     direction = model.rotation(x) + (groups_y - (groups_y * groups_x).sum(-1, keepdim=True) * groups_x).reshape(x.shape)
@@ -135,10 +135,10 @@ def test_components_layernorm_and_oscillator_forms():
 
 def test_batched_map_gives_one_bound_per_trajectory():
     m = jacobiscope.systems.self_attention_map(tokens=4, dim=6, heads=2, batch=3, seed=2, dtype=torch.float64)
-    result = jacobiscope.norm_bound(m, m.x0)
+    result = jacobiscope.dynamics.norm_bound(m, m.x0)
     assert result.bound.shape == result.R.shape == result.max_gamma.shape == (3,)
     for row in range(3):
-        single = jacobiscope.norm_bound(jacobiscope.as_looped_map(m, batch_dims=0), m.x0[row])
+        single = jacobiscope.dynamics.norm_bound(jacobiscope.as_looped_map(m, batch_dims=0), m.x0[row])
         assert float(result.bound[row]) == pytest.approx(float(single.bound), rel=1e-8)
 
 
@@ -151,7 +151,7 @@ def test_trained_checkpoints(name):
     m = model.loop_map(puzzle).to(torch.float64)
     states = m.trajectory(m.x0, 16)
     for t in (0, 15) if name == "itrsa-sudoku" else (15,):
-        result = jacobiscope.norm_bound(m, states[t], tol=1e-12)
+        result = jacobiscope.dynamics.norm_bound(m, states[t], tol=1e-12)
         assert result.converged
         assert float(result.bound) >= float(result.measured)
         if name == "itrsa-sudoku":
@@ -162,19 +162,19 @@ def test_maps_without_the_form_are_refused_with_the_fix():
     model = tiny_model("gpt2", dtype=torch.float64)
     block = jacobiscope.looped_block(model, tiny_inputs("gpt2"), layer=0)
     with pytest.raises(ArgumentError, match="mode='attention'"):
-        jacobiscope.norm_bound(block)
+        jacobiscope.dynamics.norm_bound(block)
     with pytest.raises(ArgumentError, match="plain callable"):
-        jacobiscope.norm_bound(jacobiscope.LoopedMap(lambda x: x / x.norm()), torch.ones(3))
+        jacobiscope.dynamics.norm_bound(jacobiscope.LoopedMap(lambda x: x / x.norm()), torch.ones(3))
     with pytest.raises(ArgumentError, match="composed map"):
-        jacobiscope.norm_bound(MAPS["systems"].power(2))
+        jacobiscope.dynamics.norm_bound(MAPS["systems"].power(2))
     odd = hf_attention_map("gpt2", seed=1)
     odd.module.norm = torch.nn.Tanh()  # not a normalization at all
     with pytest.raises(ArgumentError, match="RMSNorm or a LayerNorm"):
-        jacobiscope.norm_bound(odd)
+        jacobiscope.dynamics.norm_bound(odd)
 
 
 def test_with_params_overrides_reach_the_bound():
     m = MAPS["systems"]
     doubled = m.with_params({"gain": 2.0 * m.params["gain"]})
-    assert float(jacobiscope.norm_bound(doubled).max_gamma) == pytest.approx(
-        2.0 * float(jacobiscope.norm_bound(m).max_gamma), rel=1e-12)
+    assert float(jacobiscope.dynamics.norm_bound(doubled).max_gamma) == pytest.approx(
+        2.0 * float(jacobiscope.dynamics.norm_bound(m).max_gamma), rel=1e-12)

@@ -42,14 +42,14 @@ def test_self_attention_map():
     x = m.x0
     weights = (block.query.weight, block.key.weight, block.value.weight, block.output.weight)
     attention = multi_head_attention(x, *weights, 2)
-    assert torch.allclose(jacobiscope.drive_map(m)(x), attention + block.injection, atol=1e-13)
-    assert torch.allclose(jacobiscope.drive_map(m, part="attention")(x), attention, atol=1e-13)
-    assert torch.allclose(jacobiscope.drive_map(m, part="injection")(x), block.injection.expand_as(x))
-    bare = jacobiscope.without_norm(m)
+    assert torch.allclose(jacobiscope.dynamics.drive_map(m)(x), attention + block.injection, atol=1e-13)
+    assert torch.allclose(jacobiscope.dynamics.drive_map(m, part="attention")(x), attention, atol=1e-13)
+    assert torch.allclose(jacobiscope.dynamics.drive_map(m, part="injection")(x), block.injection.expand_as(x))
+    bare = jacobiscope.dynamics.without_norm(m)
     assert torch.allclose(bare(x), x + 0.6 * (attention + block.injection), atol=1e-13)
     rms = (x + 0.6 * (attention + block.injection)).pow(2).mean(-1, keepdim=True)
     assert torch.allclose(m(x), bare(x) / torch.sqrt(rms + block.eps), atol=1e-13)  # all the norm did
-    assert jacobiscope.drive_map(m).batch_dims == 1 and bare.state_shape == m.state_shape
+    assert jacobiscope.dynamics.drive_map(m).batch_dims == 1 and bare.state_shape == m.state_shape
 
 
 def itrsa_injection(model, puzzles):
@@ -73,12 +73,12 @@ def test_itrsa_loop(mlp_ratio):
     if mlp_ratio:
         first, second = model.mlp[0], model.mlp[2]
         mlp = F.gelu(x @ first.weight.T + first.bias) @ second.weight.T + second.bias
-        assert torch.allclose(jacobiscope.drive_map(m, part="mlp")(x), mlp, atol=1e-12)
+        assert torch.allclose(jacobiscope.dynamics.drive_map(m, part="mlp")(x), mlp, atol=1e-12)
         drive = drive + mlp
-    assert torch.allclose(jacobiscope.drive_map(m)(x), drive, atol=1e-12)
-    assert torch.allclose(jacobiscope.drive_map(m, part="attention")(x), attention, atol=1e-12)
-    assert torch.allclose(jacobiscope.drive_map(m, part="injection")(x), injection, atol=1e-12)
-    assert torch.allclose(jacobiscope.without_norm(m)(x), x + 0.4 * drive, atol=1e-12)
+    assert torch.allclose(jacobiscope.dynamics.drive_map(m)(x), drive, atol=1e-12)
+    assert torch.allclose(jacobiscope.dynamics.drive_map(m, part="attention")(x), attention, atol=1e-12)
+    assert torch.allclose(jacobiscope.dynamics.drive_map(m, part="injection")(x), injection, atol=1e-12)
+    assert torch.allclose(jacobiscope.dynamics.without_norm(m)(x), x + 0.4 * drive, atol=1e-12)
 
 
 def test_akorn_loop():
@@ -91,15 +91,15 @@ def test_akorn_loop():
     injection = model.embed.weight[PUZZLE] + model.unit_embed.weight[torch.tensor(
         [[i // 9, 9 + i % 9, 18 + 3 * (i // 27) + (i % 9) // 3] for i in range(81)])].sum(1)
     y = model.coupling(x) + injection
-    assert torch.allclose(jacobiscope.drive_map(m)(x), y, atol=1e-12)
-    assert torch.allclose(jacobiscope.drive_map(m, part="injection")(x), injection, atol=1e-12)
+    assert torch.allclose(jacobiscope.dynamics.drive_map(m)(x), y, atol=1e-12)
+    assert torch.allclose(jacobiscope.dynamics.drive_map(m, part="injection")(x), injection, atol=1e-12)
     # The oscillator update before the sphere projection, from gamma and omega by hand.
     omega = float(model.omega.norm())
     rotation = torch.stack([omega * x[..., 1::2], -omega * x[..., 0::2]], dim=-1).reshape(x.shape)
     xg, yg = x.reshape(2, 81, 2, 4), y.reshape(2, 81, 2, 4)
     tangent = (yg - (yg * xg).sum(-1, keepdim=True) * xg).reshape(x.shape)
     expected = x + float(model.gamma) * (rotation + tangent)
-    bare = jacobiscope.without_norm(m)
+    bare = jacobiscope.dynamics.without_norm(m)
     assert torch.allclose(bare(x), expected, atol=1e-12)
     groups = expected.reshape(2, 81, 2, 4)
     assert torch.allclose(m(x), (groups / groups.norm(dim=-1, keepdim=True)).reshape(x.shape), atol=1e-12)
@@ -114,22 +114,22 @@ def test_attention_mode_of_gpt2():
     bq, bk, bv = attn.c_attn.bias.chunk(3)
     attention = multi_head_attention(x, Wq, Wk, Wv, attn.c_proj.weight.T, 2, causal=True,
                                      biases=(bq, bk, bv, attn.c_proj.bias))
-    assert torch.allclose(jacobiscope.drive_map(m)(x), attention, atol=1e-12)
-    assert torch.allclose(jacobiscope.without_norm(m)(x), x + 0.5 * attention, atol=1e-12)
-    assert torch.allclose(ln(jacobiscope.without_norm(m)(x)), m(x), atol=1e-12)
-    assert torch.count_nonzero(jacobiscope.drive_map(m, part="injection")(x)) == 0
+    assert torch.allclose(jacobiscope.dynamics.drive_map(m)(x), attention, atol=1e-12)
+    assert torch.allclose(jacobiscope.dynamics.without_norm(m)(x), x + 0.5 * attention, atol=1e-12)
+    assert torch.allclose(ln(jacobiscope.dynamics.without_norm(m)(x)), m(x), atol=1e-12)
+    assert torch.count_nonzero(jacobiscope.dynamics.drive_map(m, part="injection")(x)) == 0
 
 
 def test_submaps_use_the_maps_parameters_dtype_and_drive():
     m = jacobiscope.systems.self_attention_map(tokens=4, dim=6, heads=2, injection=True, seed=2)
     halved = m.with_params({"output.weight": 0.5 * m.params["output.weight"]})
     x = m.x0
-    assert torch.allclose(jacobiscope.drive_map(halved, part="attention")(x),
-                          0.5 * jacobiscope.drive_map(m, part="attention")(x), atol=1e-6)
-    wide = jacobiscope.drive_map(m.to(torch.float64))
+    assert torch.allclose(jacobiscope.dynamics.drive_map(halved, part="attention")(x),
+                          0.5 * jacobiscope.dynamics.drive_map(m, part="attention")(x), atol=1e-6)
+    wide = jacobiscope.dynamics.drive_map(m.to(torch.float64))
     assert wide.dtype == torch.float64 and wide.trajectory(x, 1).dtype == torch.float64
     states = m.trajectory(x, 3)
-    assert torch.allclose(jacobiscope.pseudo_energy(states, jacobiscope.without_norm(m)),
+    assert torch.allclose(jacobiscope.pseudo_energy(states, jacobiscope.dynamics.without_norm(m)),
                           jacobiscope.pseudo_energy(states, m))
 
 
@@ -137,17 +137,17 @@ def test_spectral_norm_of_the_drive_is_the_attention_jacobian_norm():
     m = jacobiscope.systems.self_attention_map(tokens=4, dim=6, heads=2, injection=True, seed=3, dtype=torch.float64)
     block = m.module.requires_grad_(False)
     dense = torch.autograd.functional.jacobian(block.attention, m.x0).reshape(24, 24)
-    assert float(jacobiscope.spectral_norm(jacobiscope.drive_map(m), m.x0).value) == pytest.approx(
+    assert float(jacobiscope.spectral_norm(jacobiscope.dynamics.drive_map(m), m.x0).value) == pytest.approx(
         float(torch.linalg.matrix_norm(dense, 2)), rel=1e-9)
 
 
 def test_bad_requests_name_the_fix():
     m = jacobiscope.systems.self_attention_map(tokens=4, dim=6, heads=2)
     with pytest.raises(ArgumentError, match=r"parts \['attention', 'injection'\]"):
-        jacobiscope.drive_map(m, part="mlp")
+        jacobiscope.dynamics.drive_map(m, part="mlp")
     model = AKOrNForSudoku(AKOrNConfig(hidden_size=8, num_heads=2, oscillator_dim=4, oscillator_norm=True)).eval()
     with pytest.raises(ArgumentError, match="oscillator_norm"):
-        jacobiscope.drive_map(model.loop_map(PUZZLE), part="attention")
+        jacobiscope.dynamics.drive_map(model.loop_map(PUZZLE), part="attention")
     block = jacobiscope.looped_block(tiny_model("gpt2"), tiny_inputs("gpt2"), layer=0)
     with pytest.raises(ArgumentError, match="block-mode"):
-        jacobiscope.without_norm(block)
+        jacobiscope.dynamics.without_norm(block)

@@ -37,7 +37,7 @@ def test_eigenpairs_match_eigh_of_the_dense_symmetric_part(which):
     m = attention_map()
     x = m.trajectory(m.x0, 2)[-1]
     # krylov_dim 14 < D = 48 forces thick restarts
-    pairs = jacobiscope.symmetric_eigenpairs(m, x, k=3, which=which, krylov_dim=14, max_restarts=300)
+    pairs = jacobiscope.dynamics.symmetric_eigenpairs(m, x, k=3, which=which, krylov_dim=14, max_restarts=300)
     values, vectors = reference_pairs(dense_symmetric_part(m.step, x), 3, which)
     assert pairs.converged and pairs.restarts > 0
     assert torch.allclose(pairs.values, values, atol=1e-8, rtol=0)
@@ -48,7 +48,7 @@ def test_eigenpairs_match_eigh_of_the_dense_symmetric_part(which):
 
 def test_batched_maps_and_a_sudoku_loop():
     m = jacobiscope.systems.self_attention_map(tokens=4, dim=6, heads=2, batch=3, seed=5, dtype=torch.float64)
-    pairs = jacobiscope.symmetric_eigenpairs(m, m.x0, k=2)
+    pairs = jacobiscope.dynamics.symmetric_eigenpairs(m, m.x0, k=2)
     assert pairs.values.shape == (3, 2) and pairs.vectors.shape == (2, 3, 4, 6)
     single = jacobiscope.as_looped_map(m, batch_dims=0)
     for row in range(3):
@@ -57,14 +57,14 @@ def test_batched_maps_and_a_sudoku_loop():
     torch.manual_seed(0)
     model = ItrSAForSudoku(ItrSAConfig(hidden_size=8, num_heads=2, initializer_range=0.3)).eval().double()
     loop = model.loop_map(PUZZLE)
-    pairs = jacobiscope.symmetric_eigenpairs(loop, loop.x0, k=2)
+    pairs = jacobiscope.dynamics.symmetric_eigenpairs(loop, loop.x0, k=2)
     values, _ = reference_pairs(dense_symmetric_part(loop.step, loop.x0), 2, "largest")
     assert torch.allclose(pairs.values[0], values, atol=1e-8, rtol=0)
 
 
 def test_overlaps_along_the_loop():
     m = attention_map()
-    along = jacobiscope.symmetric_overlap_along_loop(m, loops=3, k=2, reference=1)
+    along = jacobiscope.dynamics.symmetric_overlap_along_loop(m, loops=3, k=2, reference=1)
     states = m.trajectory(m.x0, 3)
     _, reference_vectors = reference_pairs(dense_symmetric_part(m.step, states[1]), 2, "largest")
     for t in range(4):
@@ -86,7 +86,7 @@ def test_chance_overlap_is_the_mean_absolute_coordinate_of_a_random_unit_vector(
 def test_energy_split_sums_to_the_pseudo_energy():
     m = attention_map()
     states = m.trajectory(m.x0, 4)
-    split = jacobiscope.energy_split(states, m)
+    split = jacobiscope.dynamics.energy_split(states, m)
     block = m.module
     attention = torch.stack([-(s * block.attention(s)).sum() for s in states])
     injection = torch.stack([-(s * block.injection).sum() for s in states])
@@ -110,7 +110,7 @@ def test_energy_split_of_models(kind):
         m = jacobiscope.looped_block(tiny_model("gpt2", dtype=torch.float64), tiny_inputs("gpt2"), 1, mode="attention")
         names = ["attention", "injection"]
     states = m.trajectory(m.x0, 3)
-    split = jacobiscope.energy_split(states, m)
+    split = jacobiscope.dynamics.energy_split(states, m)
     assert list(split.parts) == names and split.total.shape == states.shape[:2]
     assert torch.allclose(sum(split.parts.values()), split.total, atol=1e-10)
     if kind == "gpt2":
@@ -120,12 +120,12 @@ def test_energy_split_of_models(kind):
 def test_bad_arguments():
     m = attention_map()
     with pytest.raises(ArgumentError, match="which must be one of"):
-        jacobiscope.symmetric_eigenpairs(m, k=2, which="top")
+        jacobiscope.dynamics.symmetric_eigenpairs(m, k=2, which="top")
     with pytest.raises(ArgumentError, match="larger than the state size"):
-        jacobiscope.symmetric_eigenpairs(m, k=49)
+        jacobiscope.dynamics.symmetric_eigenpairs(m, k=49)
     with pytest.raises(ArgumentError, match="reference must be a loop index"):
-        jacobiscope.symmetric_overlap_along_loop(m, loops=2, reference=5)
+        jacobiscope.dynamics.symmetric_overlap_along_loop(m, loops=2, reference=5)
     model = AKOrNForSudoku(AKOrNConfig(hidden_size=8, num_heads=2, oscillator_dim=4, oscillator_norm=True)).eval()
     loop = model.loop_map(PUZZLE)
     with pytest.raises(ArgumentError, match="does not split"):
-        jacobiscope.energy_split(loop.trajectory(loop.x0, 1), loop)
+        jacobiscope.dynamics.energy_split(loop.trajectory(loop.x0, 1), loop)

@@ -91,7 +91,7 @@ def tiny_itrsa():
 def test_rows_equal_analyze_on_each_example_alone(tiny_itrsa):
     model, puzzles, _ = tiny_itrsa
     correct = [True, False, False, True]
-    table = jacobiscope.per_example(model, puzzles, correct, loops=6, progress=False)
+    table = jacobiscope.recipes.per_example(model, puzzles, correct, loops=6, progress=False)
     assert [row.index for row in table.rows] == [0, 1, 2, 3] and [row.solved for row in table.rows] == correct
     for index, puzzle in enumerate(puzzles):
         (alone,) = jacobiscope.analyze(model, [puzzle], loops=6, diagnostics=["lyapunov", "spectral_norm"], k=1,
@@ -111,7 +111,7 @@ def test_rows_equal_analyze_on_each_example_alone(tiny_itrsa):
 
 def test_correctness_defaults_to_the_solvers_own_outcome(tiny_itrsa):
     model, puzzles, _ = tiny_itrsa
-    table = jacobiscope.per_example(model, puzzles, loops=3, progress=False, diagnostics=["lyapunov"])
+    table = jacobiscope.recipes.per_example(model, puzzles, loops=3, progress=False, diagnostics=["lyapunov"])
     grids = model.solve(puzzles, loops=3)
     givens = sudoku.to_tensor(puzzles)
     kept = ((givens == 0) | (grids == givens)).all(-1)
@@ -129,32 +129,32 @@ def test_join_with_a_sudoku_eval_record(tiny_itrsa, tmp_path):
     record = {"model": "tiny", "loops": [2, 5], "puzzles": {"id": puzzle_records(ids, truth, predictions)}}
     path = tmp_path / "eval.json"
     path.write_text(json.dumps(record))
-    solved = jacobiscope.solved_from_sudoku_eval(path, split="id", loops=5)
+    solved = jacobiscope.recipes.solved_from_sudoku_eval(path, split="id", loops=5)
     assert solved == sudoku.board_correct(predictions[5], ids, truth).tolist() == [True, False, True, False]
     report = jacobiscope.analyze(model, puzzles, loops=5, diagnostics=["lyapunov"], k=1, progress=False)
-    table = jacobiscope.per_example_from_report(report, solved, resamples=100)
+    table = jacobiscope.recipes.per_example_from_report(report, solved, resamples=100)
     assert [row.solved for row in table.rows] == solved and table.summary.solved == 2
     loaded = json.loads(table.to_json(tmp_path / "table.json"))
     assert loaded["summary"]["n"] == 4 and len(loaded["rows"]) == 4
     with pytest.raises(ArgumentError, match="evaluated at loops"):
-        jacobiscope.solved_from_sudoku_eval(record, split="id", loops=7)
+        jacobiscope.recipes.solved_from_sudoku_eval(record, split="id", loops=7)
     with pytest.raises(ArgumentError, match="split 'ood'"):
-        jacobiscope.solved_from_sudoku_eval(record, split="ood", loops=5)
+        jacobiscope.recipes.solved_from_sudoku_eval(record, split="ood", loops=5)
 
 
 def test_layered_model_needs_one_layer_and_joins_it():
     model = transformers.GPT2Model(transformers.GPT2Config(n_embd=16, n_layer=2, n_head=2, vocab_size=50)).eval()
     ids = torch.tensor([[1, 2, 3, 4], [5, 6, 7, 8], [9, 10, 11, 12]])
-    table = jacobiscope.per_example(model, ids, [True, False, True], layer=1, loops=4, progress=False,
+    table = jacobiscope.recipes.per_example(model, ids, [True, False, True], layer=1, loops=4, progress=False,
                                     diagnostics=["lyapunov"])
     (alone,) = jacobiscope.analyze(model, ids[1:2], layers=[1], loops=4, diagnostics=["lyapunov"], k=1,
                                    progress=False).rows
     assert table.rows[1].lambda_max == pytest.approx(alone.scalars()["lambda_max"], rel=1e-6, abs=1e-9)
     report = jacobiscope.analyze(model, ids, loops=2, diagnostics=["lyapunov"], k=1, progress=False)
     with pytest.raises(ArgumentError, match=r"layers \[0, 1\]"):
-        jacobiscope.per_example_from_report(report, [True, False, True])
+        jacobiscope.recipes.per_example_from_report(report, [True, False, True])
     with pytest.raises(ArgumentError, match="NoOutcome|no outcome"):
-        jacobiscope.per_example_from_report(report, layer=0)
+        jacobiscope.recipes.per_example_from_report(report, layer=0)
 
 
 @pytest.mark.parametrize("correct, match", [([True, False], "2 values for 3 inputs"), ([True, 2, False], "bools"),
@@ -166,6 +166,6 @@ def test_bad_correctness_is_refused(correct, match):
             for i in range(3)]
     report = jacobiscope.Report(rows, {}, [])
     with pytest.raises(ArgumentError, match=match):
-        jacobiscope.per_example_from_report(report, correct)
+        jacobiscope.recipes.per_example_from_report(report, correct)
     with pytest.raises(ArgumentError, match="statistic must be one of"):
-        jacobiscope.per_example_from_report(report, [True, False, True], statistic="rho")
+        jacobiscope.recipes.per_example_from_report(report, [True, False, True], statistic="rho")

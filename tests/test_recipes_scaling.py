@@ -9,7 +9,7 @@ from jacobiscope.recipes._scaling import loop_scaling, scaling_section
 def test_monotone_accuracies_keep_scaling_within_a_point():
     import jacobiscope
 
-    assert jacobiscope.loop_scaling is loop_scaling  # the public name
+    assert jacobiscope.recipes.loop_scaling is loop_scaling  # the public name
     verdict = loop_scaling({16: 0.50, 17: 0.505, 32: 0.70, 33: 0.695, 64: 0.80, 128: 0.79})
     assert verdict["keeps_scaling"] is True
     assert verdict["largest_drop"] == pytest.approx(0.01) and verdict["drop_loops"] == 128

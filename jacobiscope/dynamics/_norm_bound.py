@@ -54,7 +54,7 @@ def norm_bound(looped_map: LoopedMap, x: torch.Tensor | None = None, *, tol: flo
 
         >>> import torch, jacobiscope
         >>> m = jacobiscope.systems.self_attention_map(tokens=6, dim=8, heads=2, dtype=torch.float64)
-        >>> result = jacobiscope.norm_bound(m, m.x0)
+        >>> result = jacobiscope.dynamics.norm_bound(m, m.x0)
         >>> bool(result.bound >= result.measured), result.norm_kind
         (True, 'rmsnorm')
 

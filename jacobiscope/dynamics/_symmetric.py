@@ -5,7 +5,7 @@ Example::
 
     >>> import torch, jacobiscope
     >>> m = jacobiscope.systems.self_attention_map(tokens=4, dim=6, heads=2, dtype=torch.float64)
-    >>> pairs = jacobiscope.symmetric_eigenpairs(m, m.x0, k=2)
+    >>> pairs = jacobiscope.dynamics.symmetric_eigenpairs(m, m.x0, k=2)
     >>> pairs.values.shape, pairs.vectors.shape, pairs.overlaps(m.x0).shape
     (torch.Size([2]), torch.Size([2, 4, 6]), torch.Size([2]))
 
@@ -95,7 +95,7 @@ def symmetric_eigenpairs(looped_map: LoopedMap, x: torch.Tensor | None = None, k
 
         >>> import torch, jacobiscope
         >>> A = torch.tensor([[2.0, 2.0], [0.0, -1.0]], dtype=torch.float64)   # S = [[2, 1], [1, -1]]
-        >>> pairs = jacobiscope.symmetric_eigenpairs(lambda x: A @ x, torch.zeros(2, dtype=torch.float64), k=1)
+        >>> pairs = jacobiscope.dynamics.symmetric_eigenpairs(lambda x: A @ x, torch.zeros(2, dtype=torch.float64), k=1)
         >>> round(float(pairs.values[0]), 6) == round((1 + 13 ** 0.5) / 2, 6)
         True
 
@@ -316,7 +316,7 @@ def symmetric_overlap_along_loop(looped_map: LoopedMap, x0: torch.Tensor | None 
 
         >>> import torch, jacobiscope
         >>> m = jacobiscope.systems.self_attention_map(tokens=4, dim=6, heads=2, dtype=torch.float64)
-        >>> along = jacobiscope.symmetric_overlap_along_loop(m, loops=3, k=2)
+        >>> along = jacobiscope.dynamics.symmetric_overlap_along_loop(m, loops=3, k=2)
         >>> along.own.shape, along.reference
         (torch.Size([4, 2]), 3)
 
@@ -385,13 +385,13 @@ def energy_split(states: torch.Tensor, looped_map: LoopedMap) -> EnergySplit:
 
         >>> import torch, jacobiscope
         >>> m = jacobiscope.systems.self_attention_map(tokens=4, dim=6, heads=2, injection=True)
-        >>> split = jacobiscope.energy_split(m.trajectory(steps=3), m)
+        >>> split = jacobiscope.dynamics.energy_split(m.trajectory(steps=3), m)
         >>> sorted(split.parts), split.total.shape
         (['attention', 'injection'], torch.Size([4]))
 
     Arguments:
         states: one state ``[*batch, *state]`` or a trajectory ``[T, *batch, *state]`` (``LoopedMap.trajectory``).
-        looped_map: the loop (as for `jacobiscope.drive_map`).
+        looped_map: the loop (as for `jacobiscope.dynamics.drive_map`).
 
     What "injection" is, per model (also in ``result.injection``):
 

@@ -1,7 +1,7 @@
 """Does accuracy keep rising with the loop count? The test-time-scaling verdict of a checkpoint's per-loop results.
 
 >>> import jacobiscope
->>> verdict = jacobiscope.loop_scaling({"16": 0.60, "17": 0.61, "32": 0.88, "33": 0.86, "64": 0.38, "128": 0.01})
+>>> verdict = jacobiscope.recipes.loop_scaling({"16": 0.60, "17": 0.61, "32": 0.88, "33": 0.86, "64": 0.38, "128": 0.01})
 >>> verdict["keeps_scaling"], verdict["peak_loops"], round(verdict["largest_drop"], 2), verdict["drop_loops"]
 (False, 32, 0.87, 128)
 """
@@ -74,7 +74,7 @@ def loop_scaling(per_loop: dict, *, tolerance: float = SCALING_TOLERANCE) -> dic
     Example::
 
         >>> import jacobiscope
-        >>> jacobiscope.loop_scaling({16: 0.5, 17: 0.5, 32: 0.7, 64: 0.795})["keeps_scaling"]
+        >>> jacobiscope.recipes.loop_scaling({16: 0.5, 17: 0.5, 32: 0.7, 64: 0.795})["keeps_scaling"]
         True
 
     Signature: ``loop_scaling(per_loop, *, tolerance=0.01) -> dict``.
