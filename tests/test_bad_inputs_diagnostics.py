@@ -205,11 +205,11 @@ def depth(**meta):
                  id="readout-nan-kl-flagged", marks=guards("silent")),
     pytest.param(dict(readout=logits, quality=lambda s: math.nan), "loop_depth: NaN/Inf in its result (quality[0]",
                  id="quality-nan-flagged", marks=guards("silent")),
-    pytest.param(dict(readout=logits, loops=True), "meta['loops'] is True (bool), not a loop count",
+    pytest.param(dict(readout=logits, loops=True), "info.loops is True (bool), not a loop count",
                  id="trained-depth-bool", marks=guards("silent")),
-    pytest.param(dict(readout=logits, loops="3"), "meta['loops'] is '3' (str), not a loop count",
+    pytest.param(dict(readout=logits, loops="3"), "info.loops is '3' (str), not a loop count",
                  id="trained-depth-str", marks=guards("silent")),
-    pytest.param(dict(readout=logits, loops=10**9), "trained depth meta['loops']=1000000000 is beyond the measured",
+    pytest.param(dict(readout=logits, loops=10**9), "trained depth info.loops=1000000000 is beyond the measured",
                  id="trained-depth-beyond-the-run", marks=guards("silent")),
 ])
 def test_loop_depth_problems_are_flagged_on_the_row(meta, flag):
@@ -220,7 +220,7 @@ def test_loop_depth_problems_are_flagged_on_the_row(meta, flag):
 
 
 @pytest.mark.parametrize("meta, error, problem", [
-    pytest.param(dict(readout=lambda s: None), StepOutputError, r"readout \(meta\['readout'\]\) returned NoneType None "
+    pytest.param(dict(readout=lambda s: None), StepOutputError, r"readout \(info\.readout\) returned NoneType None "
                  r"at loop 0", id="readout-none", marks=guards("internal")),
     pytest.param(dict(readout=lambda s: [1, 2]), StepOutputError, r"readout.*returned list \[1, 2\]",
                  id="readout-list", marks=guards("internal")),
@@ -229,12 +229,12 @@ def test_loop_depth_problems_are_flagged_on_the_row(meta, flag):
                  marks=guards("internal")),
     pytest.param(dict(readout=lambda s: s.sum()), StepOutputError, r"returned a torch\.float64 tensor of shape \[\]",
                  id="readout-scalar", marks=guards("internal")),
-    pytest.param(dict(readout=lambda s: 1 / 0), StepError, r"readout \(meta\['readout'\]\) raised ZeroDivisionError "
+    pytest.param(dict(readout=lambda s: 1 / 0), StepError, r"readout \(info\.readout\) raised ZeroDivisionError "
                  r"at loop 0", id="readout-raises", marks=guards("internal")),
     pytest.param(dict(readout=lambda s: logits(s)[..., : 2 + int(s.abs().sum() * 100) % 3]), StepOutputError,
                  r"logits of different shapes along the loop", id="readout-shape-changes", marks=guards("internal")),
     pytest.param(dict(readout=logits, quality=lambda s: "good"), StepOutputError,
-                 r"quality score \(meta\['quality'\]\) returned str 'good' at loop 0, expected one number",
+                 r"quality score \(info\.quality\) returned str 'good' at loop 0, expected one number",
                  id="quality-str", marks=guards("internal")),
     pytest.param(dict(readout=logits, quality=lambda s: torch.ones(3)), StepOutputError,
                  r"quality score.*returned a tensor of shape \[3\]", id="quality-vector", marks=guards("internal")),

@@ -91,7 +91,7 @@ class Halting(Diagnostic):
         tokens = states.reshape(states.shape[0], states.shape[1], -1) if states.dim() >= 3 else states.reshape(
             states.shape[0], 1, -1)
         change = (tokens[1:] - tokens[:-1]).norm(dim=-1) / tokens[:-1].norm(dim=-1).clamp_min(1e-30)  # [T, n]
-        readout = context.looped.meta.get("readout")
+        readout = context.looped.info.readout
         outputs = _outputs(readout, states) if callable(readout) else None
         rtol = float(context.options.get("halting_agree_rtol", 1e-2))
         rules = [_replay(float(threshold), change, tokens, outputs, rtol)
@@ -110,7 +110,7 @@ def _outputs(readout, states: torch.Tensor) -> torch.Tensor:
     if len({tuple(output.shape) for output in outputs}) > 1:
         from ..errors import StepOutputError
 
-        raise StepOutputError(f"the map's readout (meta['readout']) returned logits of different shapes along the loop "
+        raise StepOutputError(f"the map's readout (info.readout) returned logits of different shapes along the loop "
                               f"({sorted({tuple(o.shape) for o in outputs})}) — it must give one prediction per "
                               "position at every loop")
     return torch.stack(outputs)

@@ -16,10 +16,10 @@ class LoopDepthMeasurement(DiagnosticResult):
 
     Attributes:
         reference_loop: the depth the outputs are compared with: the map's trained/configured loop count when it
-            says (``meta["loops"]``) and the run reaches it, else the last loop.
+            says (``info.loops``) and the run reaches it, else the last loop.
         kl: ``KL(p_ref || p_t)`` per loop, nats, averaged over output positions (``p = softmax(readout(X_t))``).
         agreement: share of positions whose argmax at loop ``t`` equals the reference's.
-        quality: the map's own score per loop (``meta["quality"]``, higher is better: a Sudoku solver's
+        quality: the map's own score per loop (``info.quality``, higher is better: a Sudoku solver's
             solved-or-not), or empty.
         peak_loop, peak: where the quality (else the agreement) is highest, the first such loop.
         collapse_loop: the first loop after the peak where it falls below half the peak (None: it never does).
@@ -66,7 +66,7 @@ class LoopDepthMeasurement(DiagnosticResult):
 class LoopDepth(Diagnostic):
     """The outputs at every loop from one trajectory (no extra loops): KL divergence and argmax agreement with the
     trained depth, the map's own quality score, the peak and where it collapses. Needs a readout
-    (``looped.meta["readout"]``: state -> logits), which the reference solvers and protocol models provide."""
+    (``looped.info.readout``: state -> logits), which the reference solvers and protocol models provide."""
 
     name = "loop_depth"
     result_type = LoopDepthMeasurement
@@ -76,25 +76,25 @@ class LoopDepth(Diagnostic):
         return {"forward": 0.2 * (loops + 1)}
 
     def compute(self, context: MeasureContext):
-        meta = context.looped.meta
-        readout, quality = meta.get("readout"), meta.get("quality")
+        info = context.looped.info
+        readout, quality = info.readout, info.quality
         if not callable(readout):
-            context.flags.append("loop_depth needs a readout (looped.meta['readout']: state -> logits)")
+            context.flags.append("loop_depth needs a readout (looped.info.readout: state -> logits)")
             return None
         states = context.states[: context.last_finite + 1]
-        trained = meta.get("loops")
+        trained = info.loops
         usable = isinstance(trained, int) and not isinstance(trained, bool) and 0 < trained
         reference = trained if usable and trained <= context.last_finite else context.last_finite
         if trained is not None and not usable:
-            context.flags.append(f"loop_depth: the map's meta['loops'] is {trained!r} ({type(trained).__name__}), not a "
-                                 f"loop count — compared with the last loop {reference} instead; set meta['loops'] to "
+            context.flags.append(f"loop_depth: the map's info.loops is {trained!r} ({type(trained).__name__}), not a "
+                                 f"loop count — compared with the last loop {reference} instead; set info.loops to "
                                  "the trained depth (an int >= 1)")
         elif usable and trained > context.last_finite:
-            context.flags.append(f"loop_depth: the trained depth meta['loops']={trained} is beyond the measured loops "
+            context.flags.append(f"loop_depth: the trained depth info.loops={trained} is beyond the measured loops "
                                  f"(last finite loop {context.last_finite}) — compared with loop {reference}; run "
                                  f"loops >= {trained} to compare with the trained depth")
         # The readout takes a state as the map's own step does: with its batch dimension of one, or none.
-        own = (lambda state: state) if meta.get("unbatched_original") else (lambda state: state.unsqueeze(0))
+        own = (lambda state: state) if info.unbatched_original else (lambda state: state.unsqueeze(0))
         with torch.no_grad():
             logits = [readout_logits(readout, own(state), t) for t, state in enumerate(states)]
             scores = [_score(quality, own(state), t) for t, state in enumerate(states)] if callable(quality) else []
@@ -102,7 +102,7 @@ class LoopDepth(Diagnostic):
         if len(shapes) > 1:
             from ..errors import StepOutputError
 
-            raise StepOutputError(f"the map's readout (meta['readout']) returned logits of different shapes along the "
+            raise StepOutputError(f"the map's readout (info.readout) returned logits of different shapes along the "
                                   f"loop ({shapes}) — it must give the same [..., classes] at every loop")
         target = torch.log_softmax(logits[reference], dim=-1)
         kl, agreement = [], []
@@ -122,31 +122,31 @@ class LoopDepth(Diagnostic):
 
 
 def readout_logits(readout, state: torch.Tensor, loop: int) -> torch.Tensor:
-    """The map's readout (``meta["readout"]``) at one state, checked: a floating tensor of logits ``[..., classes]``
+    """The map's readout (``info.readout``) at one state, checked: a floating tensor of logits ``[..., classes]``
     (what it raises or returns otherwise is named as the readout's, with the loop)."""
     from ..errors import StepError, StepOutputError
 
     try:
         value = readout(state)
     except Exception as error:
-        raise StepError(f"the map's readout (meta['readout']) raised {type(error).__name__} at loop {loop}: {error} — "
+        raise StepError(f"the map's readout (info.readout) raised {type(error).__name__} at loop {loop}: {error} — "
                         "fix the readout: state -> logits [..., classes]") from error
     if not isinstance(value, torch.Tensor) or not value.is_floating_point() or value.dim() < 1 or value.shape[-1] < 1:
         shown = f"a {value.dtype} tensor of shape {list(value.shape)}" if isinstance(value, torch.Tensor) else (
             f"{type(value).__name__} {value!r}"[:80])
-        raise StepOutputError(f"the map's readout (meta['readout']) returned {shown} at loop {loop}, expected a float "
+        raise StepOutputError(f"the map's readout (info.readout) returned {shown} at loop {loop}, expected a float "
                               "tensor of logits [..., classes] — return the logits, not predictions or a scalar")
     return value.detach().to(torch.float64)
 
 
 def _score(quality, state: torch.Tensor, loop: int) -> float:
-    """The map's own quality score (``meta["quality"]``) at one state: one real number (NaN/Inf kept, then flagged)."""
+    """The map's own quality score (``info.quality``) at one state: one real number (NaN/Inf kept, then flagged)."""
     from ..errors import StepError, StepOutputError
 
     try:
         value = quality(state)
     except Exception as error:
-        raise StepError(f"the map's quality score (meta['quality']) raised {type(error).__name__} at loop {loop}: "
+        raise StepError(f"the map's quality score (info.quality) raised {type(error).__name__} at loop {loop}: "
                         f"{error} — fix it: state -> one number, higher is better") from error
     if isinstance(value, torch.Tensor) and value.numel() == 1 and not value.is_complex():
         value = value.item()
@@ -156,6 +156,6 @@ def _score(quality, state: torch.Tensor, loop: int) -> float:
             return float(value)  # solved / not solved
         shown = f"a tensor of shape {list(value.shape)}" if isinstance(value, torch.Tensor) else (
             f"{type(value).__name__} {value!r}"[:80])
-        raise StepOutputError(f"the map's quality score (meta['quality']) returned {shown} at loop {loop}, expected "
+        raise StepOutputError(f"the map's quality score (info.quality) returned {shown} at loop {loop}, expected "
                               "one number — return a float (or a one-element tensor), higher is better")
     return float(value)

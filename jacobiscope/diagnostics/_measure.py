@@ -12,7 +12,7 @@ import torch
 from ..errors import (
     ArgumentError, ConvergenceWarning, JacobiscopeError, MemoryBudgetError, NonFiniteWarning, SlowDerivativesWarning,
 )
-from ..linalg._reverse_products import DERIVATIVES_KEY, REVERSE, uses_reverse_products
+from ..linalg._reverse_products import REVERSE, uses_reverse_products
 from .._values import _plain
 from ._base import DiagnosticError, MeasureContext, check_options, resolve
 from ._row import LayerResult
@@ -40,7 +40,8 @@ def _one_trajectory(looped, x0):
     batched = LoopedMap(lambda x: looped.step(x[0]).unsqueeze(0), batch_dims=1,
                         drive=(lambda x: drive(x[0]).unsqueeze(0)) if drive is not None else None,
                         x0=x0.unsqueeze(0), name=looped.name)
-    batched.meta = dict(looped.meta, unbatched_original=True)  # readouts take the original map's own layout
+    batched.info, batched._extras = looped.info.copy(), dict(looped._extras)
+    batched.info.unbatched_original = True  # readouts take the original map's own layout
     return batched, x0.unsqueeze(0)
 
 
@@ -114,13 +115,13 @@ def measure(looped_map, x0=None, *, loops: int = 32, diagnostics=None, k: int = 
             context.flags.append(f"not converged: {str(warning.message).split('.')[0]}")
         elif issubclass(warning.category, SlowDerivativesWarning):
             warnings.warn(warning.message, SlowDerivativesWarning, stacklevel=2)
-    if uses_reverse_products(looped) and isinstance(getattr(looped_map, "meta", None), dict):
-        looped_map.meta[DERIVATIVES_KEY] = REVERSE  # the caller's map (measured through a copy) learns it too
+    if uses_reverse_products(looped) and hasattr(looped_map, "info"):
+        looped_map.info.derivatives = REVERSE  # the caller's map (measured through a copy) learns it too
     if label is None or (isinstance(label, str) and not label):
         label = looped.name
     return LayerResult(
         input_index=input_index, input_label=label if isinstance(label, str) else str(label), layer=layer,
-        mode=mode or looped.meta.get("mode", "loop"), eta=eta, loops=loops,
+        mode=mode or looped.info.mode or "loop", eta=eta, loops=loops,
         state_shape=list(context.states.shape[1:]), dtype=str(context.states.dtype).replace("torch.", ""),
         state_norm=context.state_norm, step_size=context.step_size,
         results={diagnostic.name: context.results[diagnostic.name] for diagnostic in chosen
@@ -184,19 +185,20 @@ def _check_arguments(loops, diagnostics, k, eigen_k, eigen_restarts, spectral_sa
 def _row_identity(looped) -> tuple[int, float | None]:
     """The row's layer and eta from the map's metadata, checked now (a report with a str layer would be written and
     then refused by Report.from_json)."""
-    layer, eta = looped.meta.get("layer", 0), looped.meta.get("eta")
+    layer, eta = looped.info.layer, looped.info.eta
+    layer = 0 if layer is None else layer
     if isinstance(layer, bool) or not isinstance(layer, int):
         try:
             layer = operator.index(layer)
         except TypeError:
-            raise ArgumentError(f"the map's meta['layer'] is {layer!r} ({type(layer).__name__}), expected an int — "
-                                "set looped.meta['layer'] to the block index, or delete it") from None
+            raise ArgumentError(f"the map's info.layer is {layer!r} ({type(layer).__name__}), expected an int — "
+                                "set looped.info.layer to the block index, or delete it") from None
     if eta is not None and (isinstance(eta, bool) or not isinstance(eta, (int, float))):
         try:
             eta = float(eta)
         except (TypeError, ValueError):
-            raise ArgumentError(f"the map's meta['eta'] is {eta!r} ({type(eta).__name__}), expected a number or None "
-                                "— set looped.meta['eta'] to the step size, or delete it") from None
+            raise ArgumentError(f"the map's info.eta is {eta!r} ({type(eta).__name__}), expected a number or None "
+                                "— set looped.info.eta to the step size, or delete it") from None
     return int(layer), eta
 
 
