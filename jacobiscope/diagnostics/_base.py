@@ -71,20 +71,22 @@ class Diagnostic:
         ...         return {"final |X|": result["value"]}
         >>> _ = jacobiscope.register_diagnostic(FinalNorm())
         >>> row = jacobiscope.measure(lambda x: 0.5 * x + 1, torch.zeros(2, dtype=torch.float64), loops=30)
-        >>> round(row.extra["final_norm"]["value"], 6)   # the fixed point (2, 2)
+        >>> round(row.results["final_norm"]["value"], 6)   # the fixed point (2, 2)
         2.828427
         >>> _ = jacobiscope.diagnostics.unregister_diagnostic("final_norm")
 
-    Subclass it and override ``compute`` (required; it may return a `DiagnosticResult` dataclass named in
-    ``result_type``, or plain JSON-able values), ``cost`` (block forwards it takes, for `describe`),
-    ``columns`` (summary-table cells) and ``figure`` (a matplotlib figure over several rows). ``options`` declares
-    the settings ``compute`` reads (``{"window": Option("count", 4, maximum=1000)}``). ``requires`` names the
-    diagnostics whose results ``compute`` reads from ``context.results``; ``default`` says whether `analyze` runs it
-    when no subset is asked for. Results must be JSON-able (dicts, lists, numbers, strings): they travel in reports.
+    Subclass it and override ``compute`` (required). It returns a `DiagnosticResult` dataclass named in
+    ``result_type`` — which then gives the report its columns, DataFrame scalars, glossary, JSON form and figure,
+    the way every built-in does — or plain JSON-able values (a number or str is then its own column).
+    ``options`` declares the settings ``compute`` reads (``{"window": Option("count", 4, maximum=1000)}``), checked
+    once before any loop runs; ``requires`` names the diagnostics whose results ``compute`` reads from
+    ``context.results``; ``cost`` (block forwards, or operation counts) is what `describe` prices; ``default`` says
+    whether `analyze` runs it when no subset is asked for. ``columns(result)`` and ``figure(rows, labels)`` may be
+    overridden here too (they default to the result type's).
     """
 
     name: str = ""
-    result_type: type | None = None  # a `DiagnosticResult` dataclass: results are stored as its to_dict()
+    result_type: type | None = None  # a `DiagnosticResult` dataclass: results are stored typed, written as to_dict()
     requires: tuple = ()
     default: bool = True
     always: bool = False  # runs whatever subset is asked for (the regime verdict reads what the others found)

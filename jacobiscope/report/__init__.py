@@ -4,10 +4,9 @@ Example::
 
     >>> from jacobiscope.report import LayerResult, Report
     >>> row = LayerResult(input_index=0, input_label="pixel_values[0]", layer=3, mode="block", eta=None, loops=2,
-    ...     state_shape=[4, 8], state_norm=[1.0, 1.0, 1.0], step_size=[0.1, 0.01],
-    ...     spectral_norm=[{"loop": 2, "value": 0.9, "tolerance": 1e-6}], eigenvalues=[[0.9, 0.0]], eigen_loop=2,
-    ...     oscillation=None, lyapunov=None, clusters=None, energy=None, regime="converging", evidence={},
-    ...     flags=[], seconds=0.1)
+    ...     state_shape=[4, 8], state_norm=[1.0, 1.0, 1.0], step_size=[0.1, 0.01], results={
+    ...         "spectral_norm": {"samples": [{"loop": 2, "value": 0.9, "tolerance": 1e-6}]},
+    ...         "regime": {"regime": "converging", "evidence": {}}}, seconds=0.1)
     >>> report = Report(rows=[row], provenance={"model": "demo"}, notes=[])
     >>> Report.from_json(report.to_json()) == report
     True
@@ -17,8 +16,10 @@ Example::
         3  block  0: pixel_values[0]           1         0.9       -        -                  -              -  converging  -
     ...
 
-Every value is a plain Python number, string, list or dict, so a report survives `to_json` / `from_json`
-exactly (NaN and Inf included, see `Report.to_json`). Plotting needs matplotlib and `to_dataframe` needs
+A row holds every diagnostic's typed result in ``row.results`` (`jacobiscope.diagnostics.DiagnosticResult`);
+the summary, DataFrame, JSON (format 2; format 1 files still load, see `upgrade`), HTML and figures are generated
+from them. Every stored value is plain Python, so a report survives `to_json` / `from_json` exactly (NaN and Inf
+included, see `Report.to_json`). Plotting needs matplotlib and `to_dataframe` needs
 pandas; both are imported only when called.
 """
 from __future__ import annotations
