@@ -19,7 +19,8 @@ Example::
 """
 
 __all__ = [
-    "HubError",    "DiagnosticError", "DiagnosticDefinitionError", "ReportFormatError", "ReportSourceError",
+    "AdapterCheckError", "AdapterError", "InputError", "HubError", "DiagnosticError", "DiagnosticDefinitionError",
+    "ReportFormatError", "ReportSourceError",
     "JacobiscopeError", "StepError", "StepOutputError", "StateError", "NonFiniteStateError", "ArgumentError",
     "MemoryBudgetError", "BudgetError", "FolderBusyError", "UsageError",
     "PathError", "NotAFileError", "MissingFileError", "NoPermissionError", "NotAFolderError", "NotARegularFileError",
@@ -171,21 +172,8 @@ class SlowDerivativesWarning(UserWarning):
     double backward instead — exact, but slower."""
 
 
-# ==================================================================================================================
-# STAGED FOR THE LEAD (issue 29, part 6) — exact copies of the exceptions still defined in modules this helper does
-# not own. NOTHING may import them from here yet: until each home module replaces its definition by
-# ``from ..errors import <Name>`` these are *different* classes from the ones raised, and an ``except`` written
-# against them would miss. To switch one: replace its definition in the home module by the import, add its name to
-# __all__ above, and remove it from NOT_YET_MOVED in tests/test_errors.py (which checks these copies stay exact).
-#   AdapterCheckError          jacobiscope/adapters/check.py
-#   InputError                 jacobiscope/adapters/inputs.py
-#   AdapterError               jacobiscope/adapters/spec.py
-#   HubError                   jacobiscope/_hub_files.py (re-exported by jacobiscope/hub.py)
-#   DiagnosticError            jacobiscope/diagnostics/_base.py
-#   DiagnosticDefinitionError  jacobiscope/diagnostics/_base.py
-#   ReportFormatError          jacobiscope/report/_json.py
-#   ReportSourceError          jacobiscope/report/_json.py
-# ==================================================================================================================
+# ------------------------------------------------------------------------------------------------- adapters, hub,
+# diagnostics, report (raised from their modules, which re-export them under their old import paths)
 class AdapterCheckError(JacobiscopeError, AssertionError):
     """`check_adapter` found a check that fails; the message lists them."""
 
@@ -220,4 +208,3 @@ class ReportFormatError(JacobiscopeError, ValueError):
 
 class ReportSourceError(JacobiscopeError, TypeError):
     """`Report.from_json` was given something that is neither a path nor JSON text."""
-# ==================================================================================================== END STAGED

@@ -12,11 +12,6 @@ import jacobiscope.errors as errors
 # Exceptions still defined in a module of their own: errors.py holds an exact, unused copy of each (its STAGED block)
 # until the home module imports the class from jacobiscope.errors instead. Empty this once they are switched; the
 # test below checks each staged copy against the class the package raises, so the copy cannot drift meanwhile.
-NOT_YET_MOVED = {
-    "AdapterCheckError": "jacobiscope.adapters.check",
-    "InputError": "jacobiscope.adapters.inputs",
-    "AdapterError": "jacobiscope.adapters.spec",
-}
 
 # Where each exception could be imported from before it moved: those paths keep working.
 OLD_PATHS = {
@@ -77,8 +72,6 @@ def test_every_public_exception_is_defined_in_errors():
     # 25 in errors.__all__ and 4 more the root re-exports from modules not yet switched: fewer means one went missing.
     assert len(exceptions) >= 29
     for name, cls in exceptions.items():
-        if name in NOT_YET_MOVED:
-            continue
         assert cls.__module__ == "jacobiscope.errors", f"{name} is defined in {cls.__module__}, not jacobiscope.errors"
         assert getattr(errors, name) is cls
         assert issubclass(cls, errors.JacobiscopeError) or issubclass(cls, Warning), name
@@ -88,14 +81,14 @@ def test_every_public_exception_is_defined_in_errors():
 def test_no_public_exception_is_defined_outside_errors():
     # Walks every module's __all__ (not only the root's re-exports): a new public exception must be born in errors.py.
     outside = {f"{module}.{name}" for (module, name), cls in _package_exceptions().items()
-               if cls.__module__ != "jacobiscope.errors" and name not in NOT_YET_MOVED}
+               if cls.__module__ != "jacobiscope.errors"}
     assert outside == set()
 
 
 def test_errors_all_lists_every_class_defined_there_and_nothing_staged():
     defined = {name for name, value in vars(errors).items()
                if _is_exception(value) and value.__module__ == "jacobiscope.errors" and not name.startswith("_")}
-    assert set(errors.__all__) == defined - set(NOT_YET_MOVED)
+    assert set(errors.__all__) == defined
     assert len(errors.__all__) == len(set(errors.__all__))
 
 
@@ -103,20 +96,7 @@ def test_errors_all_lists_every_class_defined_there_and_nothing_staged():
 def test_old_import_paths_give_the_same_class(module_name):
     module = importlib.import_module(module_name)
     for name in OLD_PATHS[module_name]:
-        if name in NOT_YET_MOVED:
-            continue
         assert getattr(module, name) is getattr(errors, name), f"{module_name}.{name} is another class"
-
-
-@pytest.mark.parametrize("name", sorted(NOT_YET_MOVED))
-def test_staged_copies_match_the_classes_the_package_raises(name):
-    # Until the lead switches them, errors.py's copy is unused: it must equal the real class in all but identity.
-    real = getattr(importlib.import_module(NOT_YET_MOVED[name]), name)
-    staged = getattr(errors, name)
-    assert real.__name__ == staged.__name__ == name
-    assert [base.__name__ for base in real.__bases__] == [base.__name__ for base in staged.__bases__]
-    assert real.__doc__ == staged.__doc__
-    assert name not in errors.__all__  # nobody imports the copy by `from jacobiscope.errors import *`
 
 
 def test_moved_errors_keep_their_attributes_and_builtin_bases():

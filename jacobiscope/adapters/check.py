@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..errors import JacobiscopeError
+from ..errors import AdapterCheckError, JacobiscopeError  # noqa: F401 - AdapterCheckError's old import path
 from ..linalg.operators import jvp, vjp
 from .capture import forward_failure, hidden_state_of
 from .inputs import prepare_inputs
@@ -17,10 +17,6 @@ from .looped import block_index, build_maps, capture_target, prepare_model, unwr
 from .spec import AdapterError, find_blocks
 
 __all__ = ["check_adapter", "AdapterCheckResult", "AdapterCheckError"]
-
-
-class AdapterCheckError(JacobiscopeError, AssertionError):
-    """`check_adapter` found a check that fails; the message lists them."""
 
 
 @dataclass

@@ -11,13 +11,9 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from ..errors import ArgumentError, JacobiscopeError
+from ..errors import ArgumentError, InputError  # noqa: F401 - InputError's old import path
 
 __all__ = ["ModelInputs", "prepare_inputs", "InputError"]
-
-
-class InputError(JacobiscopeError, ValueError):
-    """The inputs cannot be fed to the model (empty, wrong kind, no tokenizer for text, ...)."""
 
 
 @dataclass

@@ -12,13 +12,9 @@ from functools import lru_cache
 from torch import nn
 
 from .._resources import shipped_folder
-from ..errors import JacobiscopeError
+from ..errors import AdapterError  # noqa: F401 - its old import path
 
 __all__ = ["AdapterSpec", "AdapterError", "register_adapter", "get_adapter_spec", "shipped_adapter_specs", "find_blocks"]
-
-
-class AdapterError(JacobiscopeError, ValueError):
-    """The model's blocks (or the parts an adapter mode needs) could not be found."""
 
 
 @dataclass(frozen=True)

@@ -171,19 +171,18 @@ def analyze(args) -> int:
     import torch
 
     model = _load_model(args, location)
-    native = callable(getattr(model, "loop_map", None))
     from .._analyze import analyze as run_analysis
 
-    from ..adapters.native import list_recurrences
-
-    looping = native or (args.mode in (None, "loop") and bool(list_recurrences(model)))
-    if args.recurrence is not None and args.recurrence not in list_recurrences(model):
+    plan = _how_it_loops(args, model)
+    native, recurrences = plan.own_loop, plan.recurrences
+    looping = native or (args.mode in (None, "loop") and bool(recurrences))
+    if args.recurrence is not None and args.recurrence not in recurrences:
         raise UsageError(f"{args.model!r} has no recurrence {args.recurrence!r}",
-                         f"{_suggest(args.recurrence, list_recurrences(model))}choose from "
-                         f"{', '.join(list_recurrences(model)) or 'none (use --mode block)'}")
+                         f"{_suggest(args.recurrence, recurrences)}choose from "
+                         f"{', '.join(recurrences) or 'none (use --mode block)'}")
     if args.mode == "loop" and not looping:
         raise UsageError(f"{args.model!r} has no recurrence of its own", "use --mode block or --mode attention")
-    inputs, labels, tokenizer, note = _analysis_inputs(args, model, native, location, puzzles)
+    inputs, labels, tokenizer, note = _analysis_inputs(args, plan, location, puzzles)
     report = run_analysis(model, inputs, tokenizer=tokenizer, layers=None if looping else args.layers, mode=args.mode,
                           loops=args.loops, diagnostics=args.diagnostics, k=args.k,
                           dtype=torch.float64 if args.float64 else None, eta=args.eta, seed=args.seed,
@@ -200,10 +199,22 @@ def analyze(args) -> int:
     return 0
 
 
-def _analysis_inputs(args, model, native: bool, location: str, puzzles):
+def _how_it_loops(args, model):
+    """How the model loops, decided by the one place that decides it (`jacobiscope.adapters.plan_maps`): its own
+    loop, its recurrences, and its blocks when they are measured (the CLI words the problems as usage errors)."""
+    from ..adapters import plan_maps
+
+    plan = plan_maps(model)
+    if plan.found is None and not plan.own_loop and (args.mode in ("block", "attention") or args.layers):
+        plan = plan_maps(model, mode="block")  # a looped model measured block by block: its blocks are counted
+    return plan
+
+
+def _analysis_inputs(args, plan, location: str, puzzles):
     """(inputs, labels, tokenizer, note) for a looped solver (puzzles) or a layered model (text)."""
     from .._resources import public_name
 
+    model, native = plan.model, plan.own_loop
     name = public_name(args.model if not Path(location).is_dir() else location)
     if native:
         if args.text or args.ids:
@@ -230,13 +241,11 @@ def _analysis_inputs(args, model, native: bool, location: str, puzzles):
         raise UsageError(f"{name} is not a looped Sudoku solver, so --puzzle does not apply",
                          "pass --text for a language model")
     if args.layers:
-        from ..adapters.spec import find_blocks
-
-        _, blocks, _ = find_blocks(model)
-        bad = [layer for layer in args.layers if layer >= len(blocks)]
+        blocks = plan.blocks
+        bad = [layer for layer in args.layers if layer >= blocks]
         if bad:
-            raise UsageError(f"layer {bad[0]} is out of range: {name} has {len(blocks)} blocks (0-{len(blocks) - 1})",
-                             f"choose --layers between 0 and {len(blocks) - 1}")
+            raise UsageError(f"layer {bad[0]} is out of range: {name} has {blocks} blocks (0-{blocks - 1})",
+                             f"choose --layers between 0 and {blocks - 1}")
     if args.ids:
         vocabulary = getattr(getattr(model, "config", None), "vocab_size", None)
         too_large = [token for row in args.ids for token in row if vocabulary and token >= vocabulary]

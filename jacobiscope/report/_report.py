@@ -270,14 +270,17 @@ class Report:
         Arguments:
             rows: which rows to draw: None (all), or a list of row indices and/or `LayerResult` objects.
 
-        Returns ``{"eigenvalues", "norms", "lyapunov"}`` always (a figure says when it has no data), plus
-        ``"energy"`` when a row has a pseudo-energy and ``"clusters"`` when a row has cluster measures:
+        Returns ``"overview"`` (lambda_max with its interval, ``||J||_2`` and rho(J), one column per row) and the
+        figure of every registered diagnostic that draws one, by its figure name: ``eigenvalues``, ``norms`` and
+        ``lyapunov`` always (a figure says when it has no data); ``energy``, ``clusters``, ``fixed_points``,
+        ``halting``, ``loop_depth`` and a user's diagnostic when a row carries its result:
 
         - eigenvalues: the top-k Jacobian eigenvalues in the complex plane with the unit circle.
         - norms: ``||J||_2`` at the sampled loops, the state norm and the relative step size, against the loop.
         - lyapunov: the running estimate of every exponent against the loop, one panel per row.
-        - energy: pseudo-energy against the loop.
-        - clusters: the top eigenvalue and the (effective) cluster count against the loop.
+        - energy: pseudo-energy against the loop; clusters: the top eigenvalue and the (effective) cluster count.
+        - fixed_points: the share of perturbed starts in each basin; halting: token convergence and the exit rules'
+          loops saved against agreement; loop_depth: output quality and KL divergence against the loop.
 
         Figures are `matplotlib.figure.Figure` objects on the Agg canvas, made without pyplot: the global
         backend is not touched, nothing pops up, and they are freed with their last reference. Save one with

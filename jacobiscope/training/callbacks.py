@@ -79,13 +79,16 @@ def _build_map(model, probe, map_fn) -> LoopedMap:
         if not isinstance(looped, LoopedMap):
             raise TypeError(f"map_fn must return a jacobiscope.LoopedMap, got {type(looped).__name__}.")
         return looped
-    if not hasattr(model, "loop_map"):
+    from ..adapters import list_recurrences, native_loop
+
+    # The model's own loop, found the way analyze finds it (the reference solvers, ALBERT, HRM-Text, the protocol).
+    if not list_recurrences(model):
         raise ArgumentError(
-            f"{type(model).__name__} has no loop_map(inputs): pass map_fn=lambda model: jacobiscope.looped_block("
+            f"{type(model).__name__} has no recurrence of its own: pass map_fn=lambda model: jacobiscope.looped_block("
             "model, probe, layer=...) (or any function returning a LoopedMap with x0)."
         )
     device = next(model.parameters()).device
-    return model.loop_map(probe.to(device) if isinstance(probe, torch.Tensor) else probe)
+    return native_loop(model, probe.to(device) if isinstance(probe, torch.Tensor) else probe)
 
 
 def _check_probe(probe, map_fn):
