@@ -5,10 +5,11 @@ Measures, on this machine (threads and load printed):
     format 1 (the fixture written by that release, replicated to N rows) and in format 2 (as written now);
     interleaved rounds, medians;
   * `import jacobiscope` and `import jacobiscope.diagnostics` wall time in fresh interpreters (median of rounds);
+  * `analyze` on a tiny GPT-2, against the release before issue 29 when its worktree is given (``--old-tree``);
   * the package's shape: modules, largest module and function (code lines, docstrings aside), upward imports,
     Python lines under hub_configs/, exception classes outside jacobiscope/errors.py.
 
-    OPENBLAS_NUM_THREADS=1 python benchmarks/bench_architecture.py [--rows 200] [--rounds 7]
+    OPENBLAS_NUM_THREADS=1 python benchmarks/bench_architecture.py [--rows 200] [--rounds 7] [--old-tree DIR]
 """
 from __future__ import annotations
 
@@ -88,6 +89,33 @@ def bench_imports(rounds: int) -> dict:
     return out
 
 
+_ANALYZE = """
+import statistics, sys, time, torch, transformers, jacobiscope
+torch.manual_seed(0)
+model = transformers.GPT2Model(transformers.GPT2Config(n_embd=32, n_layer=4, n_head=2, vocab_size=100)).eval()
+ids = torch.randint(0, 100, (2, 12))
+jacobiscope.analyze(model, ids, loops=4, progress=False)  # warm-up
+times = []
+for _ in range(int(sys.argv[1])):
+    t = time.perf_counter(); jacobiscope.analyze(model, ids, loops=8, progress=False); times.append(time.perf_counter() - t)
+print(statistics.median(times))
+"""
+
+
+def bench_analyze(old_tree: str | None, rounds: int) -> dict:
+    """`analyze` on a 4-block GPT-2 (2 inputs x 4 layers, loops=8, default diagnostics): this tree against the
+    release before issue 29 (a git worktree at ``old_tree``), alternating processes, median of medians."""
+    trees = {"now": str(ROOT)} | ({"before issue 29": old_tree} if old_tree else {})
+    samples = {name: [] for name in trees}
+    for _ in range(rounds):
+        for name, tree in trees.items():
+            env = dict(os.environ, PYTHONPATH=tree)
+            done = subprocess.run([sys.executable, "-c", _ANALYZE, "3"], capture_output=True, text=True, env=env,
+                                  cwd=tree, check=True)
+            samples[name].append(float(done.stdout.split()[-1]))
+    return {name: 1000 * statistics.median(values) for name, values in samples.items()}
+
+
 def shape() -> dict:
     from test_architecture import _code_lines, _imported, _layer, _module_name, _sources
 
@@ -118,13 +146,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--old-tree", default=None, help="a worktree of the release before issue 29 "
+                        "(git worktree add /tmp/before 3fec199) to time analyze against")
     args = parser.parse_args()
     import torch
 
     print(f"# threads: torch {torch.get_num_threads()}, OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS')}"
           f"; load average {os.getloadavg()}")
     result = {"reports": bench_reports(args.rows, args.rounds), "imports_ms": bench_imports(args.rounds),
-              "shape": shape()}
+              "analyze_ms": bench_analyze(args.old_tree, max(3, args.rounds // 2)), "shape": shape()}
     print(json.dumps(result, indent=2))
 
 

@@ -176,15 +176,15 @@ def test_a_bad_budget_variable_is_named(monkeypatch, value):
                  id="finite-time-starts-times-loops", marks=pytest.mark.guards("hang")),
     pytest.param(lambda m: jacobiscope.finite_time_exponents(m, three(), k=10**5), "k=100000 is over the budget of "
                  "1024 tangent vectors", "pass k <= 1024", id="finite-time-k", marks=pytest.mark.guards("hang")),
-    pytest.param(lambda m: jacobiscope.symmetric_eigenpairs(m, three(), k=10**6), "k=1000000 is over the budget of "
+    pytest.param(lambda m: jacobiscope.dynamics.symmetric_eigenpairs(m, three(), k=10**6), "k=1000000 is over the budget of "
                  "1024 eigenpairs", "JACOBISCOPE_MAX_EIGEN_K", id="symmetric-k", marks=pytest.mark.guards("hang")),
-    pytest.param(lambda m: jacobiscope.symmetric_eigenpairs(m, three(), k=1, max_restarts=10**9, tol=0.0),
+    pytest.param(lambda m: jacobiscope.dynamics.symmetric_eigenpairs(m, three(), k=1, max_restarts=10**9, tol=0.0),
                  "max_restarts=1000000000 is over the budget of 100000 restarts", "pass max_restarts <= 100000",
                  id="symmetric-restarts", marks=pytest.mark.guards("hang")),
-    pytest.param(lambda m: jacobiscope.symmetric_overlap_along_loop(m, three(), loops=10**9), "loops=1000000000 is "
+    pytest.param(lambda m: jacobiscope.dynamics.symmetric_overlap_along_loop(m, three(), loops=10**9), "loops=1000000000 is "
                  "over the budget of 100000 loops of the step", "pass loops <= 100000", id="overlap-loops",
                  marks=pytest.mark.guards("hang")),
-    pytest.param(lambda m: jacobiscope.norm_bound(m, three(), max_iter=10**12), "max_iter=1000000000000 is over the "
+    pytest.param(lambda m: jacobiscope.dynamics.norm_bound(m, three(), max_iter=10**12), "max_iter=1000000000000 is over the "
                  "budget of 100000 iterations", "pass max_iter <= 100000", id="norm-bound-iterations",
                  marks=pytest.mark.guards("hang")),
 ])
@@ -277,13 +277,13 @@ def test_analyze_takes_numpy_integer_sizes_and_writes_plain_ints(gpt2, tmp_path)
 # ----------------------------------------------------------------------------------------------- per_example
 
 @pytest.mark.parametrize("call, error, problem, fix", [
-    pytest.param(lambda report: jacobiscope.per_example_from_report(report, [True], resamples=10**9), ArgumentError,
+    pytest.param(lambda report: jacobiscope.recipes.per_example_from_report(report, [True], resamples=10**9), ArgumentError,
                  "resamples=1000000000 is over the budget of 1000000 resamples", "pass resamples <= 1000000",
                  id="resamples-billion", marks=pytest.mark.guards("hang")),
-    pytest.param(lambda report: jacobiscope.per_example_from_report(report, [True], statistic="lambda_mx"),
+    pytest.param(lambda report: jacobiscope.recipes.per_example_from_report(report, [True], statistic="lambda_mx"),
                  ArgumentError, "got 'lambda_mx' (did you mean 'lambda_max'?)", "statistic='lambda_max'",
                  id="statistic-typo", marks=pytest.mark.guards("internal")),
-    pytest.param(lambda report: jacobiscope.per_example_from_report(report, [True], statistic=["lambda_max"]),
+    pytest.param(lambda report: jacobiscope.recipes.per_example_from_report(report, [True], statistic=["lambda_max"]),
                  ArgumentError, "got ['lambda_max']", "statistic='lambda_max'", id="statistic-list",
                  marks=pytest.mark.guards("internal")),
 ])

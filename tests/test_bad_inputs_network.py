@@ -88,6 +88,7 @@ def test_a_local_folder_without_a_tokenizer_never_asks_the_hub_for_one(tmp_path,
 
     from hf_models import tiny_model
     from jacobiscope.cli import UsageError
+    from jacobiscope.adapters import plan_maps
     from jacobiscope.cli._commands import _analysis_inputs
 
     folder = tmp_path / "bert"
@@ -96,7 +97,7 @@ def test_a_local_folder_without_a_tokenizer_never_asks_the_hub_for_one(tmp_path,
     args = argparse.Namespace(model=str(folder), text=None, ids=None, puzzle=None, layers=None, download=False,
                               trust_remote_code=False)
     with pytest.raises(UsageError, match="holds no tokenizer files .* — pass token ids instead, e.g. --ids 1,2,3"):
-        _analysis_inputs(args, model, False, str(folder), None)  # not an analysis of [UNK] tokens
+        _analysis_inputs(args, plan_maps(model), str(folder), None)  # not an analysis of [UNK] tokens
     assert online == []
 
 

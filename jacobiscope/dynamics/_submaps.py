@@ -4,7 +4,7 @@ Example::
 
     >>> import torch, jacobiscope
     >>> m = jacobiscope.systems.self_attention_map(tokens=4, dim=8, heads=2, eta=0.5)
-    >>> attention, bare = jacobiscope.drive_map(m), jacobiscope.without_norm(m)
+    >>> attention, bare = jacobiscope.dynamics.drive_map(m), jacobiscope.dynamics.without_norm(m)
     >>> bool(torch.allclose(bare(m.x0), m.x0 + 0.5 * attention(m.x0)))
     True
 
@@ -29,7 +29,7 @@ def drive_map(looped_map: LoopedMap, *, part: str | None = None) -> LoopedMap:
 
         >>> import torch, jacobiscope
         >>> m = jacobiscope.systems.self_attention_map(tokens=4, dim=8, heads=2, injection=True)
-        >>> Y, attention = jacobiscope.drive_map(m), jacobiscope.drive_map(m, part="attention")
+        >>> Y, attention = jacobiscope.dynamics.drive_map(m), jacobiscope.dynamics.drive_map(m, part="attention")
         >>> bool(torch.allclose(Y(m.x0), attention(m.x0) + m.module.injection))
         True
 
@@ -65,7 +65,7 @@ def without_norm(looped_map: LoopedMap) -> LoopedMap:
 
         >>> import torch, jacobiscope
         >>> m = jacobiscope.systems.self_attention_map(tokens=4, dim=8, heads=2, eta=0.5)
-        >>> bare = jacobiscope.without_norm(m)
+        >>> bare = jacobiscope.dynamics.without_norm(m)
         >>> bool(torch.allclose(m.module.normalize(bare(m.x0)), m(m.x0)))   # the norm is all that was taken out
         True
 
@@ -91,7 +91,7 @@ def inner_map(looped_map: LoopedMap) -> LoopedMap:
         >>> jacobiscope.dynamics._submaps.inner_map(m).name
         'inner map of self_attention(tokens=4, dim=8, heads=2, eta=1.0, norm=rmsnorm)'
 
-    It is the sub-map whose Jacobian norm enters `jacobiscope.norm_bound` (for the ItrSA form it is the drive).
+    It is the sub-map whose Jacobian norm enters `jacobiscope.dynamics.norm_bound` (for the ItrSA form it is the drive).
     """
     looped_map = as_looped_map(looped_map)
     anatomy = read_anatomy(looped_map, "inner_map")
