@@ -20,7 +20,14 @@ def test_expected_checkpoints_are_shipped():
     assert set(EXPECTED) <= set(shipped_checkpoints())
 
 
-@pytest.mark.parametrize("name", sorted(shipped_checkpoints()))
+def _checkpoints():
+    """Every shipped checkpoint: the four reference ones in the default suite, the zoo's under ``-m slow`` (each
+    card check runs the model on the check slice; 21 zoo variants would add ~40 s to the suite on 2 cores)."""
+    return [name if name in EXPECTED else pytest.param(name, marks=pytest.mark.slow)
+            for name in sorted(shipped_checkpoints())]
+
+
+@pytest.mark.parametrize("name", _checkpoints())
 def test_checkpoint_meets_its_model_card(name):
     folder = shipped_checkpoints()[name]
     results = json.loads((folder / "results.json").read_text())
@@ -77,7 +84,8 @@ torch.save(out, sys.argv[-1])
 """
 
 
-def test_a_prepared_shipped_checkpoint_loads_with_its_own_code_offline(tmp_path):
+@pytest.mark.parametrize("which", ["reference", pytest.param("all", marks=pytest.mark.slow)])
+def test_a_prepared_shipped_checkpoint_loads_with_its_own_code_offline(tmp_path, which):
     """`prepare_for_hub` writes the package's code byte for byte, and the prepared folder loaded with
     ``trust_remote_code=True`` (no jacobiscope, no network) gives the logits of ``load_pretrained(name)``."""
     import os
@@ -89,7 +97,7 @@ def test_a_prepared_shipped_checkpoint_loads_with_its_own_code_offline(tmp_path)
     from jacobiscope.hub import prepare_for_hub
 
     package = Path(jacobiscope.models.__file__).parent
-    names = sorted(shipped_checkpoints())
+    names = sorted(EXPECTED) if which == "reference" else sorted(shipped_checkpoints())
     prepared = {name: prepare_for_hub(name, tmp_path / "prepared" / name) for name in names}
     for name, folder in prepared.items():
         code = sorted(folder.glob("*.py"))

@@ -383,6 +383,7 @@ def test_lyapunov_and_energy_callbacks_log_finite_metrics_during_evaluation(tmp_
 
 
 # ---------------------------------------------------------------------------------------------- several processes
+@pytest.mark.slow  # two processes under accelerate: ~22 s on 2 cores; the sharding itself is tested by analyze's
 def test_two_processes_under_accelerate_log_the_penalty_and_finish(tmp_path):
     script = tmp_path / "run.py"
     script.write_text(textwrap.dedent(f"""
