@@ -156,6 +156,7 @@ def test_spectral_closure_matches_matrix_flow():
     assert float((loss - flow).abs().max()) < 1e-10
 
 
+@pytest.mark.slow  # suite time: a longer end-to-end run (pytest -m slow)
 def test_direct_he2_from_zero_stays_zero_and_tied_escapes():
     d, eta = 20, 0.02
     g = torch.Generator().manual_seed(5)

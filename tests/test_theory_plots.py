@@ -68,6 +68,7 @@ def test_regime_trajectories_are_the_simulation_and_follow_oa(portrait_data):
     assert abs(float(portrait_data["interior_fixed_point"]["Z"][-1].real) - 1 / 3) < 1e-3
 
 
+@pytest.mark.slow  # suite time: a longer end-to-end run (pytest -m slow)
 def test_escape_curves_draw_the_sgd_overlaps(tmp_path):
     results = aim.escape_runs(d=10, link="he2", t=1.0, eta=0.02, runs=2, records=50, seed=3, clip=5.0)
     path = tmp_path / "sub" / "escape.png"
@@ -121,6 +122,7 @@ def test_missing_matplotlib_names_the_extra(monkeypatch):
         plots._matplotlib()
 
 
+@pytest.mark.slow  # suite time: a longer end-to-end run (pytest -m slow)
 def test_example_script_runs_at_tiny_size(tmp_path, capsys):
     root = Path(__file__).resolve().parents[1]
     spec = importlib.util.spec_from_file_location("theory_tables", root / "examples" / "theory_tables.py")

@@ -37,6 +37,7 @@ TABLE = [
 ]
 
 
+@pytest.mark.slow  # suite time: a longer end-to-end run (pytest -m slow)
 def test_regime_table_oa():
     A = torch.stack([a for a, _, _, _ in TABLE])
     V = torch.stack([v for _, v, _, _ in TABLE])

@@ -215,6 +215,7 @@ def _kill(context, out, data, index, operations):
 
 
 @pytest.mark.guards("lost")
+@pytest.mark.slow  # suite time: a longer end-to-end run (pytest -m slow)
 def test_kills_inside_a_save_resume_to_the_same_run(context, data, reference, tmp_path):
     """Killed before each kind of file operation of a save — the Trainer's files, the weight average, the random
     streams, the validation history, best/'s weights, its marker and each rename of its swap — then resumed: the

@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import jacobiscope
 from conftest import load_script
 
@@ -52,6 +54,7 @@ def test_seed_repeats_are_described_as_repeats_of_the_variant_they_repeat():
             assert zoo.describe(name) in card.read_text(), f"{card}: re-describe it (examples/train_zoo.py)"
 
 
+@pytest.mark.slow  # suite time: a longer end-to-end run (pytest -m slow)
 def test_tiny_zoo_run_ships_a_variant_and_tabulates_it(tmp_path):
     command = [sys.executable, str(SCRIPT), "--tiny", "--only", "itrsa-heads-1", "--runs", str(tmp_path / "runs"),
                "--ship-dir", str(tmp_path / "ship")]
