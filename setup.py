@@ -1,7 +1,8 @@
 """Build hook: ship the top-level data folders inside the wheel.
 
 `adapters/` (per-family adapter specs) and `hub_configs/` (published checkpoints) live at the top of the
-repository so that people can browse and edit them, but users who `pip install jacobiscope` need them too.
+repository so that people can browse and edit them, but an installed wheel (built from a clone: `python -m
+build`) needs them too.
 The wheel carries them as `jacobiscope/_shipped/<folder>`; `jacobiscope._resources` looks there first and
 falls back to the source tree (editable installs).
 """

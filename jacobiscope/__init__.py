@@ -15,6 +15,11 @@ torch and transformers. ``import jacobiscope.models`` registers the reference lo
 from __future__ import annotations
 
 import importlib
+import logging
+
+# A library logs, the application decides where it goes: milestones (a row finished, a checkpoint written) are
+# INFO records of the "jacobiscope.*" loggers, silent until the user configures logging.
+logging.getLogger("jacobiscope").addHandler(logging.NullHandler())
 
 __version__ = "0.1.0"
 
@@ -29,8 +34,8 @@ _EXPORTS = {
                  "spectral_penalty"),
     "adapters": ("check_adapter", "looped_block", "register_adapter", "native_loop", "list_recurrences",
                  "register_recurrence", "map_source"),
-    "_analyze": ("analyze", "describe"),
-    "_depth": ("depth_dynamics", "DepthDynamics"),
+    "_analyze": ("analyze", "describe", "LayerPlan", "LayerPlans"),
+    "_depth": ("depth_dynamics", "DepthDynamics", "DepthResults"),
     "dynamics._finite_time": ("finite_time_exponents", "FiniteTimeExponents"),
     "report": ("LayerResult", "Report"),
     "dynamics": ("LyapunovResult", "OscillationMeasures", "classify_dynamics", "kaplan_yorke_dimension",

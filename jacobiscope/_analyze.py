@@ -6,7 +6,9 @@ maps (the one place that does), the inputs are sharded across accelerate process
 """
 from __future__ import annotations
 
+import logging
 import math
+import os
 import platform
 import time
 import warnings
@@ -19,11 +21,14 @@ from ._progress import progress_bar
 from .diagnostics import measure
 from .linalg._reverse_products import uses_reverse_products
 from .report import LayerResult, Report
-from ._analyze_describe import LayerPlan, describe
-from ._analyze_options import check_options, resolve_diagnostics
+from ._analyze_describe import LayerPlan, LayerPlans, describe
+from ._analyze_options import check_diagnostic_options, check_options, resolve_diagnostics
+from ._analyze_resume import CONTINUE_HINT, call_arguments, open_checkpoint
 from ._validation import as_int, clamped_count
 
-__all__ = ["analyze", "describe", "DIAGNOSTICS", "LayerPlan"]
+__all__ = ["analyze", "describe", "DIAGNOSTICS", "LayerPlan", "LayerPlans"]
+
+logger = logging.getLogger(__name__)
 
 #: The built-in diagnostics a user chooses from (the regime verdict always runs); `jacobiscope.list_diagnostics`
 #: lists these and any registered since.
@@ -68,6 +73,9 @@ def analyze(
     progress: bool | None = None,
     input_labels: list[str] | None = None,
     recurrence: str | None = None,
+    options: dict | None = None,
+    checkpoint=None,
+    resume: bool = False,
 ) -> Report:
     """Measure each requested layer of ``model`` as a looped map ``X_{t+1} = F(X_t)`` on ``inputs``.
 
@@ -92,7 +100,8 @@ def analyze(
         recurrence: which of the model's recurrences in loop mode (`jacobiscope.list_recurrences`; default its
             first).
         loops: how many times each map is applied.
-        diagnostics: subset of `DIAGNOSTICS` (default all). State norms and step sizes are always recorded.
+        diagnostics: names of registered diagnostics (`jacobiscope.list_diagnostics`; default: every one that runs
+            by default). State norms and step sizes are always recorded.
         k: number of Lyapunov exponents (tangent vectors).
         dtype: compute dtype (default: the model's; float32 for half-precision models, said in the notes).
         device: run the diagnostics on this device (the block is copied there; the model is not moved).
@@ -106,6 +115,15 @@ def analyze(
         progress: a progress bar on stderr (a widget in Jupyter) counting rows (input x layer); ``None`` (default)
             shows it once the run has taken 2 s, ``False`` never.
         input_labels: one name per input for the report (default: a snippet of each input).
+        options: settings of the diagnostics that take their own (``{"basin_starts": 16}`` for ``fixed_points``,
+            ``{"halting_thresholds": [1e-2, 1e-3]}`` for ``halting``; `measure`), checked before the model runs.
+        checkpoint: a JSON path: the report so far is written there (atomically) after every finished row, and the
+            whole report at the end. Ctrl-C (KeyboardInterrupt) or an error leaves a valid partial report there
+            (`Report.from_json` reads it; ``provenance["partial"]`` lists the rows that remain) and is re-raised.
+            An existing partial report is never overwritten: pass ``resume=True`` to continue it, or remove it.
+        resume: continue the partial report at ``checkpoint``: only its remaining rows are measured, and the result
+            equals an uninterrupted run's (same numbers, same seeds). Refused (`ArgumentError` naming the first
+            difference) when this call's arguments, model or inputs differ from the ones the file records.
 
     Returns:
         A `Report`: one `LayerResult` per (input, layer) with state norms, step sizes, spectral norms,
@@ -123,47 +141,130 @@ def analyze(
     """
     diagnostics = resolve_diagnostics(diagnostics)
     check_options(k, eigen_k, spectral_samples, loops, seed, eigen_restarts, dtype, device, input_labels, progress)
+    options = check_diagnostic_options(diagnostics, options)
     # Plain ints from here on (numpy integers are accepted, and would not serialize into the report).
-    sizes = {"loops": as_int(loops), "k": as_int(k), "eigen_k": as_int(eigen_k),
-             "spectral_samples": as_int(spectral_samples), "eigen_restarts": as_int(eigen_restarts), "seed": as_int(seed)}
+    sizes = {"loops": as_int(loops), "k": as_int(k), "eigen_k": as_int(eigen_k), "spectral_samples":
+             as_int(spectral_samples), "eigen_restarts": as_int(eigen_restarts), "seed": as_int(seed)}
+    arguments = call_arguments(sizes, layers, mode, recurrence, diagnostics, dtype, device, eta, max_length, options,
+                               inputs)
+    store = open_checkpoint(checkpoint, resume, arguments)
     started = time.perf_counter()
     with map_source(model, inputs, tokenizer=tokenizer, layers=layers, mode=mode, recurrence=recurrence, eta=eta,
                     dtype=dtype, device=device, max_length=max_length, input_labels=input_labels) as source:
-        notes = list(source.notes)
-        shard, gather = _shard(list(range(len(source))))
-        bar = progress_bar(len(shard) * len(source.plan.layers), "jacobiscope analyze", unit="row",
-                           enabled=False if progress is False else None)
-        rows, used_k = [], []  # used_k: the k each row ran with (clamped to its state size, said in the notes)
-        for index in shard:
-            item = source[index]
-            notes.extend(note for note in item.notes if note not in notes)
-            for looped in item.maps:
-                rows.append(_measure_map(looped, item, source, diagnostics, sizes, notes, used_k))
-                bar.update(1)
-        bar.close()
-        rows = gather(rows)
-        provenance = source.provenance()
-    if any(note.startswith(("model switched", "attention implementation switched")) for note in notes):
-        notes.append("the model was restored to its original state afterwards")
-    rows.sort(key=lambda row: (row.input_index, row.layer))
-    k_used = max(used_k) if used_k else sizes["k"]
-    report_provenance = _provenance(provenance, rows, source.model, sizes, k_used, diagnostics, dtype, device,
-                                    len(source), time.perf_counter() - started)
-    if k_used != sizes["k"]:
-        report_provenance["k_requested"] = sizes["k"]  # "k" is what ran: the state had fewer entries than asked for
-    return Report(rows=rows, provenance=report_provenance, notes=notes)
+        run = _Run(source, diagnostics, sizes, options, arguments, store, dtype, device, started)
+        rows = run.measure_all(progress)
+    return run.report(rows, time.perf_counter() - started)
 
 
-def _measure_map(looped, item, source, diagnostics, sizes: dict, notes: list, used_k: list) -> LayerResult:
+class _Run:
+    """One `analyze` call inside its map source: the rows to measure (all, or the ones a resumed checkpoint lacks),
+    the checkpoint written after each, the report."""
+
+    def __init__(self, source, diagnostics, sizes, options, arguments, store, dtype, device, started):
+        self.source, self.diagnostics, self.sizes, self.options = source, diagnostics, sizes, options
+        self.arguments, self.store, self.dtype, self.device, self.started = arguments, store, dtype, device, started
+        self.notes = list(source.notes)
+        self.used = {"k": [], "eigen_k": [], "spectral_samples": []}  # what each row ran with (clamped to its state)
+        layers = [0] if source.plan.mode == "loop" else list(source.plan.layers)
+        self.planned = [(index, layer) for index in range(len(source)) for layer in layers]
+        self.finished = {}
+        if store is not None:
+            store.check_plan(_model_identity(source), self.planned, source.labels)
+            self.finished = {key: row for key, row in store.finished_rows().items() if key in set(self.planned)}
+            if store.previous is not None:
+                self.notes.extend(note for note in store.previous.notes if note not in self.notes)
+
+    def measure_all(self, progress) -> list:
+        todo = [key for key in self.planned if key not in self.finished]
+        if self.finished:
+            logger.info("resuming %s: %d of %d rows already measured, %d to go", self.store.shown,
+                        len(self.finished), len(self.planned), len(todo))
+        shard, gather = _shard(sorted({index for index, _ in todo}))
+        mine = [key for key in todo if key[0] in set(shard)]
+        bar = progress_bar(len(mine), "jacobiscope analyze", unit="row", enabled=False if progress is False else None)
+        rows = []
+        try:
+            for index in shard:
+                layers = [layer for i, layer in mine if i == index]
+                item = self.source.get(index, layers=None if self.source.plan.mode == "loop" else layers)
+                self.notes.extend(note for note in item.notes if note not in self.notes)
+                for looped in item.maps:
+                    rows.append(_measure_map(looped, item, self.source, self.diagnostics, self.sizes, self.notes,
+                                             self.used, self.options))
+                    bar.update(1)
+                    logger.info("row %d/%d finished: input %d, layer %d (%.2f s)", len(rows), len(mine),
+                                rows[-1].input_index, rows[-1].layer, rows[-1].seconds)
+                    self._save(rows, "running")
+        except BaseException as error:  # Ctrl-C, a crash, a killed worker: the finished rows stay on disk
+            self._save(rows, f"{type(error).__name__}: {' '.join(str(error).split())[:200]}".rstrip(": "))
+            if self.store is not None and _is_main():
+                logger.warning("analyze stopped (%s) after %d of %d rows; the finished rows are in %s — %s",
+                               type(error).__name__, len(rows) + len(self.finished), len(self.planned),
+                               self.store.shown, CONTINUE_HINT)
+            raise
+        finally:
+            bar.close()
+        return gather(rows)
+
+    def _save(self, rows: list, stopped: str | None) -> None:
+        if self.store is None or not _is_main() or not (rows or self.finished):
+            return  # nothing finished yet: no partial report (it would only block the next run)
+        report = self.report(rows, time.perf_counter() - self.started, write=False)
+        self.store.write(report, self.planned, stopped)
+
+    def report(self, rows: list, seconds: float, write: bool = True) -> Report:
+        """The report of ``rows`` (and the resumed checkpoint's), in (input, layer) order; written to the checkpoint
+        as complete when ``write``."""
+        rows = sorted(list(self.finished.values()) + list(rows), key=lambda row: (row.input_index, row.layer))
+        notes = list(self.notes)
+        restored = "the model was restored to its original state afterwards"
+        if restored not in notes and any(note.startswith(("model switched", "attention implementation switched"))
+                                         for note in notes):
+            notes.append(restored)
+        if self.store is not None and self.store.previous is not None:
+            seconds += float(self.store.previous.provenance.get("seconds") or 0.0)
+        provenance = _provenance(self.source.provenance(), rows, self.source.model, self.sizes, self.diagnostics,
+                                 self.dtype, self.device, len(self.source), seconds)
+        provenance.update(_effective_sizes(self.sizes, self.used, self.store))
+        provenance["arguments"] = self.arguments
+        report = Report(rows=rows, provenance=provenance, notes=notes)
+        if write and self.store is not None and _is_main():
+            self.store.write(report, self.planned, None)
+            logger.info("report written to %s (%d rows)", self.store.shown, len(rows))
+        return report
+
+
+def _model_identity(source) -> tuple:
+    provenance = source.provenance()
+    return provenance.model, provenance.model_class
+
+
+def _effective_sizes(sizes: dict, used: dict, store) -> dict:
+    """k, eigen_k and spectral_samples as they ran (the largest any row used: each is clamped to its state), with
+    the requested value beside any that was clamped — the provenance never records a size that did not run."""
+    previous = store.previous.provenance if store is not None and store.previous is not None else {}
+    effective = {}
+    for name in ("k", "eigen_k", "spectral_samples"):
+        values = list(used[name]) + ([previous[name]] if isinstance(previous.get(name), int) else [])
+        ran = max(values) if values else sizes[name]
+        effective[name] = ran
+        if ran != sizes[name]:
+            effective[f"{name}_requested"] = sizes[name]
+    effective["eigen_restarts"] = sizes["eigen_restarts"]
+    return effective
+
+
+def _measure_map(looped, item, source, diagnostics, sizes: dict, notes: list, used: dict, options: dict) -> LayerResult:
     """One row: the map measured (its sizes clamped to the state, each clamp said), its input's flags, the model's
     own outcome (a reference solver's: solved or not)."""
     loops = sizes["loops"]
-    used = _clamped_sizes(looped, loops, sizes["k"], sizes["eigen_k"], sizes["spectral_samples"], notes)
-    used_k.append(used[0])
+    ran = _clamped_sizes(looped, loops, sizes["k"], sizes["eigen_k"], sizes["spectral_samples"], notes)
+    for name, value in zip(("k", "eigen_k", "spectral_samples"), ran):
+        used[name].append(value)
     with warnings.catch_warnings():  # the report's notes say it, once, instead
         warnings.simplefilter("ignore", SlowDerivativesWarning)
-        row = _measure(looped, item.index, item.label, source.plan.mode, loops, diagnostics, *used[:2],
-                       sizes["eigen_restarts"], used[2], sizes["seed"])
+        row = _measure(looped, item.index, item.label, source.plan.mode, loops, diagnostics, *ran[:2],
+                       sizes["eigen_restarts"], ran[2], sizes["seed"], options)
     row.flags.extend(flag for flag in item.flags if flag not in row.flags)
     if uses_reverse_products(looped) and _REVERSE_NOTE not in notes:
         notes.append(_REVERSE_NOTE)
@@ -180,28 +281,29 @@ def _clamped_sizes(looped, loops: int, k: int, eigen_k: int, spectral_samples: i
     x0 = looped.x0
     size = int((x0[0] if looped.batch_dims == 1 else x0).numel())
     why = f"the state has D={size} entries (a D-dimensional map has D exponents)"
-    k = clamped_count(k, size, "k", why, notes=notes, stacklevel=5)
+    k = clamped_count(k, size, "k", why, notes=notes, stacklevel=6)
     eigen_k = clamped_count(eigen_k, size, "eigen_k", f"the Jacobian has D={size} eigenvalues", notes=notes,
-                            stacklevel=5)
+                            stacklevel=6)
     spectral_samples = clamped_count(spectral_samples, loops + 1, "spectral_samples",
                                      f"the trajectory has {loops + 1} states (loops={loops})", notes=notes,
-                                     stacklevel=5)
+                                     stacklevel=6)
     return k, eigen_k, spectral_samples
 
 
-def _provenance(source_provenance, rows, model, sizes: dict, k: int, diagnostics, dtype, device, inputs: int,
+def _provenance(source_provenance, rows, model, sizes: dict, diagnostics, dtype, device, inputs: int,
                 seconds: float) -> dict:
     """How to reproduce the numbers: the model, the adapter (or the model's own loop), the settings, versions."""
     return {
         "model": source_provenance.model,
         "model_class": source_provenance.model_class,
+        "model_revision": _model_revision(model),
         "adapter": source_provenance.adapter,
         "layers": sorted({row.layer for row in rows}),
         "blocks": source_provenance.blocks,
         "mode": source_provenance.mode,
         "eta": source_provenance.eta,
         "loops": sizes["loops"],
-        "k": k,
+        "k": sizes["k"],
         "diagnostics": list(diagnostics),
         "dtype": rows[0].dtype if rows else str(dtype),
         "device": str(device or next(model.parameters()).device),
@@ -212,8 +314,28 @@ def _provenance(source_provenance, rows, model, sizes: dict, k: int, diagnostics
     }
 
 
+def _model_revision(model) -> str | None:
+    """The Hub commit the model's files came from, when it was loaded from the Hub cache (None for a local folder or
+    a model built from a config): the dynamics card pins its numbers to it. Reads the local cache only."""
+    config = getattr(model, "config", None)
+    commit = getattr(config, "_commit_hash", None)
+    if isinstance(commit, str) and commit:
+        return commit
+    name = getattr(config, "_name_or_path", "") or ""
+    if not isinstance(name, str) or not name or os.path.isdir(name) or name.count("/") != 1:
+        return None
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        found = try_to_load_from_cache(name, "config.json")
+    except Exception:  # an invalid repo id, an unreadable cache: the revision is simply unknown
+        return None
+    # the cache layout is .../snapshots/<commit>/config.json
+    return os.path.basename(os.path.dirname(found)) if isinstance(found, str) else None
+
+
 def _measure(looped, input_index, label, mode, loops, diagnostics, k, eigen_k, eigen_restarts, spectral_samples,
-             seed) -> LayerResult:
+             seed, options=None) -> LayerResult:
     _check_trajectory_memory(looped, loops, label)
     if not bool(torch.isfinite(looped.x0).all()):
         # The state entering this layer is already NaN/Inf (an earlier layer overflowed, or Inf weights upstream):
@@ -221,7 +343,7 @@ def _measure(looped, input_index, label, mode, loops, diagnostics, k, eigen_k, e
         return _unmeasured_row(looped, input_index, label, mode, loops)
     return measure(looped, looped.x0, loops=loops, diagnostics=diagnostics, k=k, eigen_k=eigen_k,
                    eigen_restarts=eigen_restarts, spectral_samples=spectral_samples, seed=seed, label=label,
-                   input_index=input_index, mode=mode)
+                   input_index=input_index, mode=mode, options=options or None)
 
 
 def _unmeasured_row(looped, input_index, label, mode, loops) -> LayerResult:
@@ -273,3 +395,13 @@ def _shard(indices: list):
         return list(gather_object(rows))
 
     return mine, gather
+
+
+def _is_main() -> bool:
+    """Whether this is the process that writes the checkpoint (the only one, or accelerate's main process)."""
+    try:
+        from accelerate import PartialState
+    except ImportError:  # pragma: no cover
+        return True
+    state = PartialState(cpu=not torch.cuda.is_available())
+    return state.num_processes <= 1 or state.is_main_process

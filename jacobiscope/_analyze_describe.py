@@ -11,7 +11,7 @@ from .diagnostics._base import resolve
 from .errors import ArgumentError
 from ._analyze_options import check_options, resolve_diagnostics
 
-__all__ = ["describe", "LayerPlan"]
+__all__ = ["describe", "LayerPlan", "LayerPlans"]
 
 
 @dataclass
@@ -32,6 +32,46 @@ class LayerPlan:
     def __str__(self) -> str:
         return (f"input {self.input_index} layer {self.layer}: state {self.state_shape} (D={self.state_size}), "
                 f"~{self.forward_equivalents:.0f} block forwards, ~{self.estimated_seconds:.1f} s")
+
+
+class LayerPlans(list):
+    """What `describe` returns: a list of `LayerPlan` (one per input and layer) that also gives a DataFrame.
+
+    Example::
+
+        >>> import torch, transformers, jacobiscope
+        >>> model = transformers.GPT2Model(transformers.GPT2Config(n_embd=16, n_layer=2, n_head=2, vocab_size=50))
+        >>> plans = jacobiscope.describe(model, torch.tensor([[1, 2, 3]]), loops=8, diagnostics=["lyapunov"])
+        >>> plans.to_dataframe()[["layer", "state_size"]].values.tolist()
+        [[0, 48], [1, 48]]
+
+    Still a plain list (indexing, iteration, ``len``, ``==`` with a list), so code written for the list keeps
+    working. ``total_seconds`` is the estimate of the whole `analyze` run.
+    """
+
+    @property
+    def total_seconds(self) -> float:
+        return float(sum(plan.estimated_seconds for plan in self))
+
+    def to_dataframe(self):
+        """One row per plan: ``input_index``, ``input_label``, ``layer``, ``state_shape`` (a tuple),
+        ``state_size``, ``forward_seconds``, ``forward_equivalents``, ``estimated_seconds``, then each
+        diagnostic's estimate as ``seconds.<name>``. Needs pandas, imported only when called."""
+        try:
+            import pandas
+        except ImportError:
+            raise ImportError("describe(...).to_dataframe needs pandas, which is not installed: pip install "
+                              "pandas") from None
+        fields = ["input_index", "input_label", "layer", "state_shape", "state_size", "forward_seconds",
+                  "forward_equivalents", "estimated_seconds"]
+        columns, records = list(fields), []
+        for plan in self:
+            record = {name: getattr(plan, name) for name in fields}
+            record["state_shape"] = tuple(plan.state_shape)
+            record.update({f"seconds.{name}": value for name, value in (plan.per_diagnostic_seconds or {}).items()})
+            columns += [key for key in record if key not in columns]
+            records.append(record)
+        return pandas.DataFrame(records, columns=columns)
 
 
 def _operation_seconds(looped, x0, k: int) -> dict:
@@ -68,7 +108,7 @@ def _seconds(cost, prices: dict) -> float:
 
 def describe(model, inputs, tokenizer=None, layers=None, mode: str | None = None, loops: int = 32, diagnostics=None,
              k: int = 4, *, eigen_k: int = 4, spectral_samples: int = 3, max_length: int | None = 512,
-             recurrence: str | None = None) -> list[LayerPlan]:
+             recurrence: str | None = None) -> LayerPlans:
     """Dry run of `analyze`: what would be measured, the state sizes, and an estimated cost.
 
     Example::
@@ -82,10 +122,11 @@ def describe(model, inputs, tokenizer=None, layers=None, mode: str | None = None
     Each diagnostic states its cost as counts of block operations (forwards, jvps, vjps, k-tangent vmapped jvps:
     `Diagnostic.cost`); describe times each operation once on each block (after a warm-up) and prices the counts.
     ``per_diagnostic_seconds`` holds each diagnostic's estimate, to compare with `LayerResult.timings`.
+    The result is a `LayerPlans` list: ``plans.to_dataframe()`` gives one row per plan.
     """
     diagnostics = resolve_diagnostics(diagnostics)
     check_options(k, eigen_k, spectral_samples, loops)
-    plans = []
+    plans = LayerPlans()
     with map_source(model, inputs, tokenizer=tokenizer, layers=layers, mode=mode, recurrence=recurrence,
                     max_length=max_length) as source:
         for item in source:  # the maps analyze would measure, built the same way

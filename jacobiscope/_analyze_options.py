@@ -15,7 +15,7 @@ from .errors import ArgumentError
 from .diagnostics._base import resolve
 from ._validation import nonnegative_int, within_budget
 
-__all__ = ["resolve_diagnostics", "check_options", "check_device"]
+__all__ = ["resolve_diagnostics", "check_options", "check_device", "check_diagnostic_options", "ANALYZE_SETTINGS"]
 
 
 def resolve_diagnostics(diagnostics) -> tuple[str, ...]:
@@ -81,3 +81,29 @@ def check_device(device) -> None:
         reason = (str(error).strip().splitlines() or [type(error).__name__])[0][:160]
         raise ArgumentError(f"device={device!r} is not available on this machine ({reason}) — pass device='cpu' or "
                             "leave device=None (the model's own device)") from None
+
+
+def check_diagnostic_options(diagnostics, options) -> dict:
+    """The ``options=`` of `analyze` (settings of diagnostics that take their own, such as ``basin_starts``), checked
+    against the chosen diagnostics' `Option` table before the model runs ("did you mean", budgets); returns plain
+    values. ``eigen_k``, ``eigen_restarts`` and ``spectral_samples`` are `analyze`'s own arguments and are taken
+    from ``options`` too (the command line's ``--option NAME=VALUE`` sets either kind)."""
+    from .diagnostics._base import check_options as check_table
+
+    if options is None:
+        return {}
+    if not isinstance(options, dict):
+        raise ArgumentError(f"options must be a dict of diagnostic settings, got {type(options).__name__} — pass "
+                            "e.g. options={'basin_starts': 16}")
+    own = [key for key in options if key in ANALYZE_SETTINGS]
+    if own:
+        raise ArgumentError(f"options[{own[0]!r}] is an argument of analyze itself — pass {own[0]}=... instead "
+                            "(command line: --option sets either kind)")
+    return check_table(resolve(list(diagnostics)), options)
+
+
+#: The sizes `analyze` takes as arguments that the command line sets with ``--option NAME=VALUE`` (the other option
+#: names come from the diagnostics' `Option` tables).
+ANALYZE_SETTINGS = {"eigen_k": "eigenvalues of largest modulus summarized (Arnoldi)",
+                    "eigen_restarts": "Arnoldi restarts before the eigenvalues are flagged inaccurate",
+                    "spectral_samples": "loops at which ||J||_2 is measured (evenly spaced)"}

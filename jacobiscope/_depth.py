@@ -26,7 +26,7 @@ import torch
 from .errors import ArgumentError, NonFiniteWarning
 from ._validation import clamped_count, floating_dtype, nonnegative_int, positive_int, seed_int, within_budget
 
-__all__ = ["DepthDynamics", "depth_dynamics"]
+__all__ = ["DepthDynamics", "DepthResults", "depth_dynamics"]
 
 
 @dataclass
@@ -54,10 +54,71 @@ class DepthDynamics:
         return {"label": self.label, "layers": self.layers, "exponents": self.exponents, "token_gain": self.token_gain,
                 "flags": list(self.flags)}
 
+    def to_dataframe(self):
+        """This input's layers as a pandas DataFrame: one row per layer (see `DepthResults.to_dataframe`)."""
+        return DepthResults([self]).to_dataframe()
+
+
+class DepthResults(list):
+    """What `depth_dynamics` returns: a list of `DepthDynamics` (one per input) that also gives DataFrames.
+
+    Example::
+
+        >>> import torch, transformers, jacobiscope
+        >>> model = transformers.GPT2Model(transformers.GPT2Config(n_embd=8, n_layer=3, n_head=2, vocab_size=20))
+        >>> results = jacobiscope.depth_dynamics(model.eval(), torch.tensor([[1, 2, 3]]), k=2)
+        >>> results.to_dataframe().columns.tolist()
+        ['input_index', 'label', 'layer', 'spectral_norm', 'log_stretch_0', 'log_stretch_1']
+        >>> results.exponents_dataframe().shape, results.token_gain_dataframe().shape
+        ((1, 5), (3, 4))
+
+    Still a plain list (indexing, iteration, ``len``, ``==`` with a list, unpacking ``(depth,) = ...``), so code
+    written for the list keeps working. Every DataFrame needs pandas, imported only when called.
+    """
+
+    def to_dataframe(self):
+        """One row per (input, layer): ``input_index``, ``label``, ``layer``, ``spectral_norm`` (``||J_l||_2``)
+        and ``log_stretch_i`` (``log |R_ii|`` of the layer's QR step, nats)."""
+        records = []
+        for index, depth in enumerate(self):
+            for entry in depth.layers:
+                record = {"input_index": index, "label": depth.label, "layer": entry["layer"],
+                          "spectral_norm": entry["spectral_norm"]}
+                record.update({f"log_stretch_{i}": value for i, value in enumerate(entry["log_stretch"])})
+                records.append(record)
+        return _frame(records, ["input_index", "label", "layer", "spectral_norm"])
+
+    def exponents_dataframe(self):
+        """One row per input: ``input_index``, ``label``, ``exponent_i`` (nats per layer) and ``flags`` (joined)."""
+        records = [{"input_index": index, "label": depth.label,
+                    **{f"exponent_{i}": value for i, value in enumerate(depth.exponents)},
+                    "flags": "; ".join(depth.flags)} for index, depth in enumerate(self)]
+        return _frame(records, ["input_index", "label"])
+
+    def token_gain_dataframe(self):
+        """One row per (input, token): ``input_index``, ``label``, ``token``, ``gain`` (``||J_L ... J_1 v||``)."""
+        records = [{"input_index": index, "label": depth.label, "token": token, "gain": gain}
+                   for index, depth in enumerate(self) for token, gain in enumerate(depth.token_gain)]
+        return _frame(records, ["input_index", "label", "token", "gain"])
+
+
+def _frame(records: list, columns: list):
+    """A DataFrame of ``records`` with ``columns`` first (present even with no records), then the others in order."""
+    try:
+        import pandas
+    except ImportError:
+        raise ImportError("depth_dynamics(...).to_dataframe needs pandas, which is not installed: pip install "
+                          "pandas") from None
+    columns = list(columns)
+    for record in records:
+        columns += [key for key in record if key not in columns]
+    return pandas.DataFrame(records, columns=columns)
+
 
 def depth_dynamics(model, inputs, *, k: int = 4, tokenizer=None, max_length: int | None = 512, seed: int = 0,
-                   dtype: torch.dtype | None = None, token_limit: int = 64) -> list[DepthDynamics]:
-    """Measure the forward pass of ``model`` across its layers on each input; one `DepthDynamics` per input.
+                   dtype: torch.dtype | None = None, token_limit: int = 64) -> DepthResults:
+    """Measure the forward pass of ``model`` across its layers on each input; one `DepthDynamics` per input, in a
+    `DepthResults` list (``.to_dataframe()``: one row per input and layer).
 
     Arguments:
         model, inputs, tokenizer, max_length: as for `jacobiscope.analyze`.
@@ -79,7 +140,7 @@ def depth_dynamics(model, inputs, *, k: int = 4, tokenizer=None, max_length: int
     if tokenizer is not None and not callable(tokenizer):
         raise ArgumentError(f"tokenizer must be a tokenizer object, got {type(tokenizer).__name__} {tokenizer!r:.60} "
                             "— pass AutoTokenizer.from_pretrained(<the model's folder>), or None for the model's own")
-    results = []
+    results = DepthResults()
     # Every block in block mode: a model without blocks is named before any input is prepared.
     with map_source(model, inputs, tokenizer=tokenizer, mode="block", dtype=dtype, max_length=max_length) as source:
         for item in source:

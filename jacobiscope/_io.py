@@ -12,6 +12,7 @@ Example::
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import secrets
 import stat
@@ -26,6 +27,8 @@ from .errors import (
 __all__ = ["atomic_write_text", "atomic_write_bytes", "check_file_path", "refuse_output_inside_inputs",
            "path_relation", "PathError", "NotAFileError", "MissingFileError", "NoPermissionError", "NotAFolderError",
            "NotARegularFileError", "OutputInsideInputError"]
+
+logger = logging.getLogger(__name__)
 
 # Room left in a file name for the temp prefix/suffix (NAME_MAX is 255 bytes on common file systems).
 _MAX_TEMP_STEM = 200
@@ -307,6 +310,7 @@ def atomic_write_bytes(path, data, *, what: str = "atomic_write_bytes") -> Path:
             raise _write_failure(error, given, what) from error
         raise
     _fsync_directory(parent)
+    logger.debug("wrote %s atomically (%d bytes)", path, len(data))
     return Path(os.fspath(given)).expanduser()
 
 

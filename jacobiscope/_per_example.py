@@ -110,12 +110,13 @@ class PerExample:
         return text
 
     def table(self, max_label: int = 20) -> str:
-        lines = [f"{'#':>4}  {'input':<{max_label}}  {'lambda_max':>10}  {'+/- se':>8}  {'||J||2':>8}  "
-                 "regime        solved"]
+        # Both exponents, named by their window: the verdict's (late half) and the whole-run one with its s.e.
+        lines = [f"{'#':>4}  {'input':<{max_label}}  {'lambda late':>11}  {'lambda all':>10}  {'+/- se':>8}  "
+                 f"{'||J||2':>8}  regime        solved"]
         for row in self.rows:
             label = row.label if len(row.label) <= max_label else row.label[: max_label - 3] + "..."
             solved = "-" if row.solved is None else ("yes" if row.solved else "no")
-            lines.append(f"{row.index:>4}  {label:<{max_label}}  {_fmt(row.lambda_max):>10}  "
+            lines.append(f"{row.index:>4}  {label:<{max_label}}  {_fmt(row.lambda_late):>11}  {_fmt(row.lambda_max):>10}  "
                          f"{_fmt(row.lambda_stderr):>8}  {_fmt(row.spectral_norm):>8}  {row.regime:<12}  {solved}")
         return "\n".join(lines + [self.summary.sentence()])
 

@@ -11,9 +11,12 @@ Example::
 """
 from __future__ import annotations
 
+import logging
 import sys
 
 __all__ = ["progress_bar"]
+
+logger = logging.getLogger(__name__)
 
 #: Seconds before a bar appears: quick calls print nothing at all.
 DELAY_SECONDS = 2.0
@@ -61,6 +64,7 @@ def progress_bar(total: int, desc: str, *, unit: str, enabled: bool | None = Non
         return auto_tqdm(total=total, desc=desc, unit=unit, delay=delay, file=sys.stderr)
     except ImportError:
         # Jupyter without ipywidgets: tqdm.auto's widget cannot start, the text bar still can.
+        logger.debug("tqdm.auto unavailable (no ipywidgets?): a text progress bar for %r", desc)
         try:
             from tqdm.std import tqdm as text_tqdm
         except ImportError:  # pragma: no cover - tqdm comes with huggingface_hub

@@ -16,7 +16,7 @@ def shipped_folder(name: str) -> Path:
             return candidate
     raise FileNotFoundError(
         f"jacobiscope's '{name}' folder is missing: looked in {', '.join(map(str, candidates))}. "
-        "Reinstall jacobiscope (pip install --force-reinstall jacobiscope)."
+        "Reinstall jacobiscope: pip install -e . in its clone, or pip install --force-reinstall on the wheel you built."
     )
 
 

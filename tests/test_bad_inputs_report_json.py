@@ -58,7 +58,7 @@ def _set(key, value):
 HOSTILE = {
     "truncated": (lambda t: t[: len(t) // 2], r"is not valid JSON \(.* line \d+ column \d+; truncated or edited\?\)", FIX,
                   "internal"),
-    "empty": (lambda t: "", r"is empty", r"an interrupted run writes nothing, so rerun it", "internal"),
+    "empty": (lambda t: "", r"is empty", r"an interrupted analyze keeps a partial report", "internal"),
     "whitespace-only": (lambda t: " \n\t", r"is empty", FIX, "internal"),
     "utf16": (lambda t: t.encode("utf-16"), r"is not UTF-8 text \(byte 0xff at offset 0\)", FIX, "internal"),
     "latin1": (lambda t: t.replace("halves", "é").encode("latin-1"), r"is not UTF-8 text \(byte 0xe9", FIX,
@@ -70,7 +70,7 @@ HOSTILE = {
     "other-format": (lambda t: edited(t, _set("format", "tensorboard")), r"format is 'tensorboard', expected "
                      r"'jacobiscope-report' \(a file of another tool\?\)", FIX, "internal"),
     "future-version": (lambda t: edited(t, _set("format_version", 99)), r"format_version 99; this jacobiscope reads up "
-                       r"to 2", r"Upgrade jacobiscope \(pip install -U jacobiscope\)", "internal"),
+                       r"to 2", r"Upgrade jacobiscope \(git pull in its clone", "internal"),
     "version-as-str": (lambda t: edited(t, _set("format_version", "1")), r"format_version is '1' \(str\), expected an "
                        r"integer", FIX, "internal"),
     "version-zero": (lambda t: edited(t, _set("format_version", 0)), r"format_version 0 was never written", FIX,

@@ -134,6 +134,12 @@ BAD_VALUES = [
           "save_pretrained", I, "init-from-int"),
     _case({"validation_givens": "31,42"}, r"validation_givens must be a pair \[low, high\]", r"e\.g\. \[31, 42\]", I,
           "givens-string"),
+    _case({"report_to": ["tensorbord"]}, r"report_to must be names of transformers' reporting integrations, got "
+          r"\['tensorbord'\]", r"did you mean 'tensorboard'\?", S, "report-to-typo"),
+    _case({"report_to": [3]}, r"report_to must be a list of reporting integrations", r'e\.g\. \["tensorboard"\]', I,
+          "report-to-not-names"),
+    _case({"dynamics_every": 0}, r"dynamics_every must be an int in \[1, ", "set dynamics_every within that range", I,
+          "dynamics-every-zero"),
 ]
 
 

@@ -118,7 +118,7 @@ def test_unknown_name_fails_offline_at_once(capsys, no_network, monkeypatch):
 
 def test_layer_out_of_range(capsys):
     assert_user_error(["analyze", "minilm", "--layers", "0,9", "--quiet"], capsys,
-                      "layer 9 is out of range", "6 blocks (0-5)")
+                      "layer 9 is out of range", "6 blocks (0-5")
     assert_user_error(["analyze", "itrsa-sudoku", "--layers", "2", "--quiet"], capsys,
                       "layer 2 is out of range", "--layers 0")
 

@@ -56,3 +56,53 @@ def test_depth_dynamics_matches_the_dense_chain():
     assert depth.token_gain == pytest.approx(gains, rel=1e-8)
     # Causal attention: a nudge to the last token reaches only itself, to the first one every token.
     assert len(depth.token_gain) == 5 and all(g > 0 for g in depth.token_gain)
+
+
+# ------------------------------------------------------------------ tabular results (depth_dynamics and describe)
+
+
+def test_depth_results_are_still_the_list_and_give_dataframes():
+    pytest.importorskip("pandas")
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(n_embd=8, n_layer=3, n_head=2, vocab_size=30, attn_implementation="eager")
+    model = transformers.GPT2Model(config).double().eval()
+    results = jacobiscope.depth_dynamics(model, torch.tensor([[3, 1, 4, 1], [5, 9, 2, 6]]), k=2, seed=0)
+    # Every old read of the list: len, indexing, iteration, unpacking, the layer dicts' keys, == with a list.
+    assert isinstance(results, list) and len(results) == 2
+    first, second = results
+    assert results[0] is first and [d.label for d in results] == [first.label, second.label]
+    assert results == [first, second] and results[-1:] == [second]
+    assert sorted(first.layers[0]) == ["layer", "log_stretch", "spectral_norm"]
+    assert first.to_dict()["layers"] == first.layers
+    frame = results.to_dataframe()
+    assert frame.shape == (6, 6)
+    assert frame.columns.tolist() == ["input_index", "label", "layer", "spectral_norm", "log_stretch_0",
+                                      "log_stretch_1"]
+    for (index, depth), (_, rows) in zip(enumerate(results), frame.groupby("input_index")):
+        assert rows["label"].tolist() == [depth.label] * 3
+        assert rows["layer"].tolist() == [entry["layer"] for entry in depth.layers]
+        assert rows["spectral_norm"].tolist() == [entry["spectral_norm"] for entry in depth.layers]
+        assert rows[["log_stretch_0", "log_stretch_1"]].values.tolist() == [e["log_stretch"] for e in depth.layers]
+    # The exponents are the mean log stretch over the layers, in both forms.
+    exponents = results.exponents_dataframe()
+    assert exponents[["exponent_0", "exponent_1"]].values.tolist() == [d.exponents for d in results]
+    assert exponents["exponent_0"].tolist() == pytest.approx(
+        frame.groupby("input_index")["log_stretch_0"].mean().tolist(), rel=1e-12)
+    gains = results.token_gain_dataframe()
+    assert gains["gain"].tolist() == first.token_gain + second.token_gain
+    assert gains["token"].tolist() == [0, 1, 2, 3] * 2
+    assert first.to_dataframe().equals(frame[frame.input_index == 0].reset_index(drop=True))
+
+
+def test_describe_plans_are_still_the_list_and_give_a_dataframe():
+    pytest.importorskip("pandas")
+    model = transformers.GPT2Model(transformers.GPT2Config(n_embd=8, n_layer=2, n_head=2, vocab_size=30)).eval()
+    plans = jacobiscope.describe(model, torch.tensor([[1, 2, 3]]), loops=4, diagnostics=["lyapunov", "energy"])
+    assert isinstance(plans, list) and len(plans) == 2 and plans[0].layer == 0
+    assert [plan.layer for plan in plans] == [0, 1]
+    frame = plans.to_dataframe()
+    assert frame["layer"].tolist() == [0, 1] and frame["state_size"].tolist() == [24, 24]
+    assert frame["state_shape"].tolist() == [(3, 8), (3, 8)]
+    assert frame["estimated_seconds"].tolist() == [plan.estimated_seconds for plan in plans]
+    assert frame["seconds.lyapunov"].tolist() == [plan.per_diagnostic_seconds["lyapunov"] for plan in plans]
+    assert plans.total_seconds == pytest.approx(sum(plan.estimated_seconds for plan in plans))

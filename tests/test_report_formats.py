@@ -38,10 +38,29 @@ def _cells(text: str) -> list[list[str]]:
     return [line.split() for line in text.splitlines()]
 
 
+def _without_column(text: str, header: str) -> str:
+    """The summary with one table column cut out (its extent read off the rule line under the headers)."""
+    lines = text.splitlines()
+    start = lines[0].index(header)
+    end = lines[1].index(" ", start) if " " in lines[1][start:] else len(lines[1])
+    table = 2 + next((i for i, line in enumerate(lines[2:]) if not line[:1].isspace() and line[:1] != "-"),
+                     len(lines) - 2)
+    return "\n".join(line[:start] + line[end + 2:] if i < table else line for i, line in enumerate(lines))
+
+
 def test_a_format1_report_renders_the_cells_that_release_printed(final_norm):
+    """Every cell as that release printed it, but lambda_max: one definition now (issue 30), the late-half
+    estimate with its 95% interval, next to the verdict — read from the same running estimates."""
+    from jacobiscope.diagnostics._lyapunov import lambda_interval
+
     report = Report.from_json(FORMAT1)
     printed = (FIXTURES / "format1.summary.txt").read_text(encoding="utf-8")
-    assert _cells(report.summary()) == _cells(printed)
+    now = report.summary()
+    assert _cells(_without_column(now, "lambda_max (late half, 95%)")) == _cells(
+        _without_column(printed, "lambda_max +/- se"))
+    for line, row in zip(now.splitlines()[2:], report.rows):
+        late, width = lambda_interval(row)[:2]
+        assert (f"{late:.3g} +/- {width:.2g}" if math.isfinite(late) else "nan") in line
 
 
 def test_a_format1_report_keeps_its_numbers_and_reads_through_the_old_fields():
@@ -66,8 +85,9 @@ def test_a_format1_dataframe_has_that_releases_columns_and_values():
     pytest.importorskip("pandas")
     frame = Report.from_json(FORMAT1).to_dataframe()
     old = json.loads((FIXTURES / "format1.dataframe.json").read_text(encoding="utf-8"))
-    assert old["columns"] == list(DATAFRAME_COLUMNS) == list(frame.columns[: len(DATAFRAME_COLUMNS) - 4]) + list(
-        frame.columns[-4:])
+    # every column of that release is still there, in its order (issue 30 added the late-half lambda_max columns)
+    assert [column for column in DATAFRAME_COLUMNS if column in old["columns"]] == old["columns"]
+    assert list(DATAFRAME_COLUMNS) == list(frame.columns[: len(DATAFRAME_COLUMNS) - 4]) + list(frame.columns[-4:])
     for i, values in enumerate(old["data"]):
         for column, expected in zip(old["columns"], values):
             got = frame.loc[i, column]

@@ -48,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     debug = "--debug" in argv
     try:
         args = build_parser().parse_args(argv)
+        args.argv = argv  # the command that continues an interrupted run repeats it
         from ._commands import HANDLERS
 
         return HANDLERS[args.handler](args)

@@ -24,6 +24,10 @@ from ._checks import (  # noqa: F401 - the shared checks, importable from here a
     _check_diagnostics, _check_input_file, _check_puzzles, _exists, _is_file, _nan_to_none, _quiet,
     _refuse_inside_inputs, _suggest, check_output_path,
 )
+from ._analyze_checks import (
+    _Terminated, check_against_config, check_resume, checkpoint_path, locate, probe_output_folder, remove_scratch,
+    say_where_rows_are, split_options, stop_on_sigterm,
+)
 from ._parser import DEFAULT_TEXT
 from ._sudoku_commands import (  # noqa: F401 - as above
     _check_votes_early, _csv_split_name, _votes_message, sudoku_eval, sudoku_train,
@@ -104,7 +108,10 @@ def demo(args) -> int:
             "spectral_radius": float(oscillation.spectral_radius),
             "complex_fraction_topk": float(oscillation.complex_fraction),
             "max_rotation_angle": float(oscillation.max_rotation_angle),
-            "max_lyapunov": float(lyapunov.exponents[0]),
+            # the one lambda_max of jacobiscope (table, verdicts, figures): the late-half mean of the local
+            # exponents +/- its 95% interval; the whole-run average and its s.e. stay in the JSON record
+            **_late_lambda(lyapunov),
+            "max_lyapunov_whole_run": float(lyapunov.exponents[0]),
             "max_lyapunov_stderr": float(lyapunov.stderr[0]),
             "lyapunov_top": [round(float(v), 4) for v in lyapunov.exponents],
             "nonfinite_step": int(lyapunov.nonfinite_step),
@@ -116,7 +123,7 @@ def demo(args) -> int:
     print(f"jacobiscope engine demo: random looped self-attention X <- Norm(X + {args.eta}*MSA(X)), {args.tokens} "
           f"tokens x {args.dim} dims, {args.heads} heads (state size {args.tokens * args.dim}), {dtype}")
     header = (f"{'norm':<10}{'|X| per token':>14}{'||J||_2':>10}{'rho(J) top':>12}{'complex %':>11}{'max angle':>11}"
-              f"{'lambda_max':>12}{'+-':>8}  note")
+              f"{'lambda_max':>12}{'+-95%':>8}  note")
     print(header)
     print("-" * len(header))
     for row in rows:
@@ -125,11 +132,24 @@ def demo(args) -> int:
             note = "state norm grows: unnormalized"
         print(f"{row['norm']:<10}{row['state_norm']:>14.3g}{row['spectral_norm']:>10.3f}{row['spectral_radius']:>12.3f}"
               f"{100 * row['complex_fraction_topk']:>10.0f}%{row['max_rotation_angle']:>11.3f}"
-              f"{row['max_lyapunov']:>12.4f}{row['max_lyapunov_stderr']:>8.4f}  {note}")
+              f"{row['max_lyapunov']:>12.4f}{row['max_lyapunov_half_width']:>8.4f}  {note}")
     print("\nNormalization keeps the Jacobian's spectral norm O(1); lambda_max near 0 means near-critical dynamics.\n"
-          f"(Lyapunov: top-{args.k} exponents over {args.steps} loops, matrix-free; eigenvalues: top-{2 * args.k} "
+          f"(Lyapunov: top-{args.k} exponents over {args.steps} loops, matrix-free, lambda_max over the last half of "
+          f"the loops +/- its 95% interval; eigenvalues: top-{2 * args.k} "
           "by Arnoldi.) Run `jacobiscope demo --json` for the full record.")
     return 0
+
+
+def _late_lambda(lyapunov) -> dict:
+    """The late-half lambda_max and its 95% half-width from the running estimates of the top exponent."""
+    from ..dynamics._regime_evidence import exponent_from_history
+
+    history = lyapunov.history[..., 0].reshape(-1).double()
+    if history.numel() == 0 or not bool(history.isfinite().all()):
+        return {"max_lyapunov": float(lyapunov.exponents[0]), "max_lyapunov_half_width": float("nan")}
+    estimate = exponent_from_history(history, 1e-6)
+    return {"max_lyapunov": estimate.value, "max_lyapunov_half_width": estimate.half_width,
+            "max_lyapunov_loops": f"{estimate.first_loop}-{estimate.last_loop}"}
 
 
 def _provenance(dtype) -> dict:
@@ -144,6 +164,69 @@ def _provenance(dtype) -> dict:
 # ------------------------------------------------------------------------------------------ analyze
 def analyze(args) -> int:
     # Everything that needs no model is checked first: a typo costs no model load.
+    _check_inputs_given(args)
+    for path, option in ((args.out, "--out"), (args.json, "--json")):
+        check_output_path(path, option)
+        probe_output_folder(path, option)
+    if args.out and args.json and Path(args.out).expanduser().resolve() == Path(args.json).expanduser().resolve():
+        raise UsageError(f"--out and --json both name {args.out!r}, so the HTML report would overwrite the JSON one",
+                         "give them different files, e.g. --out report.html --json report.json")
+    _quiet(args.quiet)
+    _check_diagnostics(args.diagnostics)
+    sizes, options = split_options(args.option, args.diagnostics)
+    puzzles = _check_puzzles(args.puzzle) if args.puzzle else None
+    location = locate(args.model, args.download)
+    model_folder = location if Path(location).is_dir() else None
+    _refuse_inside_inputs({"--out": args.out, "--json": args.json}, {"the model folder": model_folder})
+    checkpoint, scratch = checkpoint_path(args)
+    check_resume(args, checkpoint, _known_arguments(args, sizes, options))
+    check_against_config(args, location)
+    import torch
+
+    model = _load_model(args, location)
+    from .._analyze import analyze as run_analysis
+
+    plan = _how_it_loops(args, model)
+    looping = plan.own_loop or (args.mode in (None, "loop") and bool(plan.recurrences))
+    if args.recurrence is not None and args.recurrence not in plan.recurrences:
+        raise UsageError(f"{args.model!r} has no recurrence {args.recurrence!r}",
+                         f"{_suggest(args.recurrence, plan.recurrences)}choose from "
+                         f"{', '.join(plan.recurrences) or 'none (use --mode block)'}")
+    if args.mode == "loop" and not looping:
+        raise UsageError(f"{args.model!r} has no recurrence of its own", "use --mode block or --mode attention")
+    inputs, labels, tokenizer, note = _analysis_inputs(args, plan, location, puzzles)
+    argv = getattr(args, "argv", None) or ["analyze", args.model]
+    try:
+        with stop_on_sigterm():
+            report = run_analysis(model, inputs, tokenizer=tokenizer, layers=None if looping else args.layers,
+                                  mode=args.mode, loops=args.loops, diagnostics=args.diagnostics, k=args.k,
+                                  dtype=torch.float64 if args.float64 else None, eta=args.eta, seed=args.seed,
+                                  progress=not args.quiet, input_labels=labels, recurrence=args.recurrence,
+                                  options=options, checkpoint=checkpoint, resume=args.resume, **sizes)
+    except KeyboardInterrupt as stop:
+        say_where_rows_are(checkpoint, argv, interrupted=True)
+        return EXIT_TERMINATED if isinstance(stop, _Terminated) else EXIT_INTERRUPTED
+    except Exception:
+        say_where_rows_are(checkpoint, argv, interrupted=False)
+        raise
+    if note and note not in report.notes:
+        report.notes.insert(0, note)
+    print(report.summary())
+    if args.json:
+        report.to_json(args.json)
+        print(f"wrote {args.json}")
+    if args.out:
+        report.save_html(args.out)
+        print(f"wrote {args.out}")
+    remove_scratch(checkpoint, scratch)
+    return 0
+
+
+#: The exit status of a run stopped by Ctrl-C or SIGTERM (128 + the signal, the shell's convention).
+EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143
+
+
+def _check_inputs_given(args) -> None:
     given = [flag for flag, value in (("--text", args.text), ("--ids", args.ids), ("--puzzle", args.puzzle)) if value]
     if len(given) > 1:
         raise UsageError(f"{' and '.join(given)} were both given", "use --text (or --ids, token ids) for a language "
@@ -155,48 +238,18 @@ def analyze(args) -> int:
         if not text.strip():
             raise UsageError(f"--text #{index} is empty", "give a sentence with at least one word, e.g. --text "
                              "'a looped block'")
-    check_output_path(args.out, "--out")
-    check_output_path(args.json, "--json")
-    if args.out and args.json and Path(args.out).expanduser().resolve() == Path(args.json).expanduser().resolve():
-        raise UsageError(f"--out and --json both name {args.out!r}, so the HTML report would overwrite the JSON one",
-                         "give them different files, e.g. --out report.html --json report.json")
-    _quiet(args.quiet)
-    _check_diagnostics(args.diagnostics)
-    puzzles = _check_puzzles(args.puzzle) if args.puzzle else None
-    from ..hub import locate_model
 
-    location = locate_model(args.model, download=args.download)
-    model_folder = location if Path(location).is_dir() else None
-    _refuse_inside_inputs({"--out": args.out, "--json": args.json}, {"the model folder": model_folder})
-    import torch
 
-    model = _load_model(args, location)
-    from .._analyze import analyze as run_analysis
+def _known_arguments(args, sizes: dict, options: dict) -> dict:
+    """The analyze arguments the command line fixes before the model loads (compared with a resumed report's)."""
+    from .._analyze_options import resolve_diagnostics
 
-    plan = _how_it_loops(args, model)
-    native, recurrences = plan.own_loop, plan.recurrences
-    looping = native or (args.mode in (None, "loop") and bool(recurrences))
-    if args.recurrence is not None and args.recurrence not in recurrences:
-        raise UsageError(f"{args.model!r} has no recurrence {args.recurrence!r}",
-                         f"{_suggest(args.recurrence, recurrences)}choose from "
-                         f"{', '.join(recurrences) or 'none (use --mode block)'}")
-    if args.mode == "loop" and not looping:
-        raise UsageError(f"{args.model!r} has no recurrence of its own", "use --mode block or --mode attention")
-    inputs, labels, tokenizer, note = _analysis_inputs(args, plan, location, puzzles)
-    report = run_analysis(model, inputs, tokenizer=tokenizer, layers=None if looping else args.layers, mode=args.mode,
-                          loops=args.loops, diagnostics=args.diagnostics, k=args.k,
-                          dtype=torch.float64 if args.float64 else None, eta=args.eta, seed=args.seed,
-                          progress=not args.quiet, input_labels=labels, recurrence=args.recurrence)
-    if note:
-        report.notes.insert(0, note)
-    print(report.summary())
-    if args.json:
-        report.to_json(args.json)
-        print(f"wrote {args.json}")
-    if args.out:
-        report.save_html(args.out)
-        print(f"wrote {args.out}")
-    return 0
+    known = {"mode": args.mode, "recurrence": args.recurrence, "loops": args.loops, "k": args.k, "seed": args.seed,
+             "diagnostics": list(resolve_diagnostics(args.diagnostics)), "dtype": "float64" if args.float64 else None,
+             "eta": args.eta, "options": options}
+    known.update({name: sizes.get(name, default) for name, default in
+                  (("eigen_k", 4), ("eigen_restarts", 4), ("spectral_samples", 3))})
+    return known
 
 
 def _how_it_loops(args, model):
@@ -294,21 +347,21 @@ def hub_list(args) -> int:
 
 def hub_prepare(args) -> int:
     from .._resources import public_name
-    from ..hub import locate_model, prepare_for_hub
+    from ..hub import prepare_for_hub
 
     if not args.out.strip():
         raise UsageError("--out needs a folder name, got ''", "e.g. --out prepared/itrsa-sudoku")
-    source = locate_model(args.name)
+    source = locate(args.name)
     _refuse_inside_inputs({"--out": args.out}, {"the checkpoint folder": source}, replaced=("--out",))
     print(public_name(prepare_for_hub(args.name, args.out)))
     return 0
 
 
 def hub_push(args) -> int:
-    from ..hub import check_repo_id, locate_model, push_to_hub
+    from ..hub import check_repo_id, push_to_hub
 
     check_repo_id(args.repo_id)
-    locate_model(args.name)
+    locate(args.name)
     print(push_to_hub(args.name, args.repo_id, private=args.private))
     return 0
 

@@ -11,7 +11,7 @@ import re
 
 from ..errors import UsageError
 
-__all__ = ["UsageError", "build_parser", "CLI_BUDGETS", "cli_budget"]
+__all__ = ["UsageError", "build_parser", "CLI_BUDGETS", "cli_budget", "option_pair"]
 
 DEFAULT_TEXT = "Looped transformers apply the same block again and again; their Jacobian tells us why they work."
 SATNET_TEST_PUZZLES = 1000
@@ -241,6 +241,40 @@ def name_list(text: str) -> list[str]:
     return names
 
 
+def option_pair(text: str) -> tuple:
+    """``NAME=VALUE`` of ``--option``: a known option name ("did you mean"), the value as a number, a bool, or a
+    comma-separated list of numbers (checked against the option's kind before the model loads)."""
+    from ._catalogue import option_names
+
+    name, equals, raw = text.partition("=")
+    name, raw = name.strip(), raw.strip()
+    known = option_names()
+    if not equals or not name or not raw:
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r} — e.g. --option eigen_restarts=16")
+    if name not in known:
+        close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise argparse.ArgumentTypeError(f"unknown option {name!r} — {hint}choose from {', '.join(known)}")
+    return name, _option_value(raw)
+
+
+def _option_value(raw: str):
+    import json
+
+    def one(item: str):
+        lowered = item.strip().lower()
+        if lowered in ("true", "false"):
+            return lowered == "true"
+        try:
+            return json.loads(item)
+        except ValueError:
+            return item.strip()
+
+    if "," in raw and not raw.lstrip().startswith("["):
+        return [one(item) for item in raw.split(",")]
+    return one(raw)
+
+
 def puzzle_count(text: str) -> int:
     value = positive_int(text)
     if value > SATNET_TEST_PUZZLES:
@@ -255,8 +289,9 @@ def _add_debug(parser: argparse.ArgumentParser) -> None:
                         help="show the full traceback of an error (default: one line, no traceback)")
 
 
-def _subparser(commands, name: str, help_text: str, description: str | None = None):
-    sub = commands.add_parser(name, help=help_text, description=description or help_text, formatter_class=_HelpFormatter)
+def _subparser(commands, name: str, help_text: str, description: str | None = None, epilog: str | None = None):
+    sub = commands.add_parser(name, help=help_text, description=description or help_text, epilog=epilog,
+                              formatter_class=_HelpFormatter)
     _add_debug(sub)
     return sub
 
@@ -299,7 +334,10 @@ def _add_demo(commands) -> None:
 
 def _add_analyze(commands) -> None:
     """``jacobiscope analyze MODEL``: a model's blocks (or a looped model's loop) as looped maps."""
-    analyze = _subparser(commands, "analyze", "analyse a model's blocks (or a looped model's own loop) as looped maps")
+    from ._catalogue import describe_diagnostics
+
+    analyze = _subparser(commands, "analyze", "analyse a model's blocks (or a looped model's own loop) as looped maps",
+                         epilog=describe_diagnostics())
     analyze.add_argument("model", help="'minilm' (bundled all-MiniLM-L6-v2), a shipped checkpoint (itrsa-sudoku, "
                          "akorn-sudoku; see 'jacobiscope hub list'), a local model folder, or a Hub id in the local cache")
     analyze.add_argument("--text", action="append", help="input text for a language model; repeat for several "
@@ -322,12 +360,19 @@ def _add_analyze(commands) -> None:
     analyze.add_argument("--eta", type=step_size, help="attention-mode step size (default: 1.0)")
     analyze.add_argument("--loops", type=loop_count, default=32, help="applications of the map per trajectory")
     analyze.add_argument("--k", type=exponent_count, default=4, help="number of Lyapunov exponents")
-    analyze.add_argument("--diagnostics", type=name_list, help="comma-separated subset of spectral_norm,eigenvalues,"
-                         "lyapunov,clusters,energy (default: all)")
+    analyze.add_argument("--diagnostics", type=name_list, help="comma-separated names from the list below (default: "
+                         "every one marked *)")
+    analyze.add_argument("--option", action="append", type=option_pair, metavar="NAME=VALUE",
+                         help="set a diagnostic's option or an analyze size, e.g. --option eigen_restarts=16 or "
+                         "--option halting_thresholds=1e-2,1e-3; repeatable; names below (default: none)")
     analyze.add_argument("--float64", action="store_true", help="compute in float64 (default: the model's dtype)")
     analyze.add_argument("--seed", type=seed, default=0, help="seed of every random start vector")
     analyze.add_argument("--out", help="write a self-contained HTML report to this file (default: none)")
-    analyze.add_argument("--json", help="write the report as JSON to this file (default: none)")
+    analyze.add_argument("--json", help="write the report as JSON to this file, updated after every finished row, "
+                         "so Ctrl-C keeps the finished rows (default: none)")
+    analyze.add_argument("--resume", action="store_true",
+                         help="continue the interrupted run whose partial report is at --json (or beside --out): only "
+                         "its missing rows are measured; the arguments must be the same (default: start afresh)")
     analyze.add_argument("--quiet", action="store_true", help="no progress bars, ours or transformers' "
                          "(default: bars on stderr for steps over 2 s)")
     analyze.add_argument("--trust-remote-code", action="store_true",
@@ -360,6 +405,10 @@ def _add_sudoku_train(sudoku_commands) -> None:
                        "or $JACOBISCOPE_SUDOKU_DATA)")
     train.add_argument("--no-resume", action="store_true", help="start afresh even if --out has checkpoints "
                        "(default: resume from the newest)")
+    train.add_argument("--report-to", dest="report_to", type=name_list, help="send the Trainer's logs (loss, "
+                       "validation accuracy, and the dynamics with the recipe's dynamics_every) to these transformers "
+                       "integrations, comma-separated: tensorboard (under OUT/runs), wandb, mlflow, ..., or none "
+                       "(default: the recipe's report_to, none)")
     train.add_argument("--quiet", action="store_true", help="no progress bars (default: bars on stderr)")
     train.set_defaults(handler="sudoku_train")
 

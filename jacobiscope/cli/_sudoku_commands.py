@@ -10,7 +10,9 @@ Example::
 from __future__ import annotations
 
 import json
+import logging
 import math
+import sys
 import time
 from pathlib import Path
 
@@ -49,18 +51,28 @@ def sudoku_train(args) -> int:
         raise UsageError(f"--config {args.config!r} is not a usable recipe: {text}",
                          "fix the JSON (fields of jacobiscope.recipes.sudoku.SudokuRecipe)") from None
     overrides = {key: value for key, value in (("arch", args.arch), ("max_steps", args.max_steps),
-                                               ("epochs", args.epochs), ("seed", args.seed)) if value is not None}
+                                               ("epochs", args.epochs), ("seed", args.seed),
+                                               ("report_to", getattr(args, "report_to", None))) if value is not None}
     for key, value in overrides.items():
         setattr(recipe, key, value)
     if overrides and callable(getattr(recipe, "validate", None)):
         try:
             recipe.validate()
         except (ValueError, TypeError) as error:
-            flags = ", ".join(f"--{key.replace('_', '-')} {value}" for key, value in overrides.items())
+            flags = ", ".join(f"--{key.replace('_', '-')} {','.join(value) if isinstance(value, list) else value}"
+                              for key, value in overrides.items())
             text = " ".join(str(error).split())
             what, _, fix = text.partition(" — ")
             raise UsageError(f"{flags} does not fit the recipe: {what}", fix or "change that option") from None
+    from ..recipes.sudoku import check_report_to
+
+    try:
+        check_report_to(recipe.report_to)  # an integration that cannot start is refused before the data is read
+    except ValueError as error:
+        raise UsageError(" ".join(str(error).split())) from None
     data.satnet_splits(args.data, limit=1)  # the data must be there before a model is built
+    if not args.quiet:
+        _milestones_to_stderr()
     summary = train_sudoku(recipe, args.out, resume=not args.no_resume, data_path=args.data,
                            progress=not args.quiet)
     if summary.get("already_finished"):
@@ -68,6 +80,19 @@ def sudoku_train(args) -> int:
               "trained — raise --max-steps to continue, or --no-resume to start over")
     print(json.dumps(summary, indent=1))
     return 0
+
+
+def _milestones_to_stderr() -> None:
+    """Show the library's INFO milestones (each validation, best/ written, resumed) on stderr, unless the user's
+    logging setup already shows them somewhere."""
+    library = logging.getLogger("jacobiscope")
+    if logging.getLogger().handlers or any(not isinstance(h, logging.NullHandler) for h in library.handlers):
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    library.addHandler(handler)
+    if library.level == logging.NOTSET or library.level > logging.INFO:
+        library.setLevel(logging.INFO)
 
 
 def _csv_split_name(split: str, seen: dict) -> str:

@@ -33,7 +33,8 @@ class MeasureContext:
         loops: how many loops were applied.
         last_finite: the last loop whose state is finite (``loops`` when all are).
         nonfinite_loop: the first loop whose state is not finite, or -1.
-        state_norm: ``loops + 1`` RMS per-token norms of the states (per entry for states without a token axis).
+        state_norm: ``loops + 1`` RMS per-token norms of the states (tokens as `token_rows` reads them: the last
+            axis is the features; a state of one axis is one token, its norm).
         step_size: ``loops`` relative steps ``||X_{t+1} - X_t|| / ||X_t||``.
         options: the keyword arguments of `measure` (``k``, ``eigen_k``, ``seed``, ...).
         results: what the diagnostics measured so far, by name (a diagnostic may read those it ``requires``).
@@ -86,6 +87,8 @@ class Diagnostic:
     """
 
     name: str = ""
+    #: one line for `jacobiscope analyze --help` and the catalogue (default: the class docstring's first sentence)
+    description: str = ""
     result_type: type | None = None  # a `DiagnosticResult` dataclass: results are stored typed, written as to_dict()
     requires: tuple = ()
     default: bool = True
@@ -208,6 +211,40 @@ class Diagnostic:
 
     def __repr__(self) -> str:
         return f"<Diagnostic {self.name!r}>"
+
+
+def token_rows(states: torch.Tensor, predictions: int | None = None) -> torch.Tensor:
+    """A trajectory ``[n, *state]`` read as ``[n, tokens, features]``: one convention for every diagnostic.
+
+    Example::
+
+        >>> import torch
+        >>> from jacobiscope.diagnostics._base import token_rows
+        >>> token_rows(torch.zeros(5, 1, 12, 16)).shape   # a model's own loop: [1, T, H] states, T = 12 tokens
+        torch.Size([5, 12, 16])
+        >>> token_rows(torch.zeros(5, 12, 16)).shape, token_rows(torch.zeros(5, 7)).shape
+        (torch.Size([5, 12, 16]), torch.Size([5, 1, 7]))
+
+    The last axis holds a token's features and every other axis of the state indexes tokens: ``[T, H]`` has ``T``
+    tokens, ``[1, T, H]`` (the batch axis of one a model's own loop keeps in its state) the same ``T``, ``[B, T, H]``
+    ``B * T``; a state of one axis (or none) is one token. Why not the state's first axis: on ``[1, T, H]`` that is
+    the batch axis, and the 12 tokens of a sequence were read as one. ``predictions`` (how many outputs a readout
+    gives per state) groups the tokens instead by the leading axes whose sizes multiply to it (a state
+    ``[1, T, blocks, H]`` with ``T`` predictions: ``T`` tokens of ``blocks * H`` features); None when no leading
+    axes do.
+    """
+    shape = tuple(states.shape[1:])
+    count = 1
+    for size in shape[:-1]:
+        count *= size
+    if predictions is not None and predictions != count:
+        prefix = 1
+        for size in shape:
+            prefix *= size
+            if prefix == predictions:
+                return states.reshape(states.shape[0], predictions, -1)
+        return None
+    return states.reshape(states.shape[0], count, -1)
 
 
 def finite_or_nan(value) -> float:

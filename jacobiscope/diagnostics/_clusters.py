@@ -79,6 +79,7 @@ class Clusters(Diagnostic):
     ``[tokens, features]``; None for states without a token axis)."""
 
     name = "clusters"
+    description = "token clustering: effective and counted clusters per loop"
     result_type = ClusterMeasurement
     listed = True
     column_prefix = ""  # the historic DataFrame names (max_spectral_norm, lambda_max, ...)

@@ -134,6 +134,7 @@ class Eigenvalues(Diagnostic):
     complex (oscillatory) share and rotation angles; a row is flagged when Arnoldi's residual exceeds 0.05."""
 
     name = "eigenvalues"
+    description = "the eigen_k largest-modulus eigenvalues of J (Arnoldi): rho(J), rotation"
     result_type = EigenvaluesMeasurement
     listed = True
     column_prefix = ""  # the historic DataFrame names (max_spectral_norm, lambda_max, ...)

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import torch
+
 from .._values import _finite_or_nan
 from ._base import Diagnostic, MeasureContext
 from ._result import DiagnosticResult, bad, last, numbers
@@ -51,6 +53,7 @@ class Energy(Diagnostic):
     """``E_t = -Tr(X_t^T Y_t)`` at every finite loop; None for maps without a drive."""
 
     name = "energy"
+    description = "pseudo-energy -Tr(X^T Y) per loop, for maps with a drive"
     result_type = EnergyMeasurement
     listed = True
     column_prefix = ""  # the historic DataFrame names (max_spectral_norm, lambda_max, ...)
@@ -63,5 +66,18 @@ class Energy(Diagnostic):
 
         if context.looped.drive_function is None:
             return None
-        states = context.states[: context.last_finite + 1].unsqueeze(1)
-        return EnergyMeasurement(values=pseudo_energy(states, context.looped).reshape(-1).tolist())
+        states = context.states[: context.last_finite + 1]
+        # The drive gets each state as the map's step does, [1, *state]: handed the whole trajectory at once (what
+        # pseudo_energy does for a map without x0 to infer its layout from) it got [loops + 1, 1, *state].
+        with torch.no_grad():
+            drives = [context.looped.drive(state.unsqueeze(0)) for state in states]
+        wanted = (1, *states.shape[1:])
+        bad_drive = next((y for y in drives if not isinstance(y, torch.Tensor) or tuple(y.shape) != wanted), None)
+        if bad_drive is not None:
+            from ..errors import StepOutputError
+
+            shown = list(bad_drive.shape) if isinstance(bad_drive, torch.Tensor) else type(bad_drive).__name__
+            raise StepOutputError(f"the map's drive returned {shown} for a state of shape {list(wanted)} — it must "
+                                  "return Y_t shaped like its input state")
+        values = pseudo_energy(states, torch.cat(drives).to(states.dtype), batch_dims=1)
+        return EnergyMeasurement(values=values.reshape(-1).tolist())

@@ -75,6 +75,7 @@ class FixedPoints(Diagnostic):
     fraction reaching each and the spectral radius of J there. Not run by default (``K x loops`` forwards)."""
 
     name = "fixed_points"
+    description = "basin_starts perturbed runs: how many end states, which attractor"
     result_type = FixedPointsMeasurement
     default = False
     options = {

@@ -8,7 +8,7 @@ import torch
 
 from .._values import _finite_or_nan
 
-from ._base import Diagnostic, MeasureContext, Option
+from ._base import Diagnostic, MeasureContext, Option, token_rows
 from ._result import DiagnosticResult
 
 
@@ -18,7 +18,9 @@ class HaltingMeasurement(DiagnosticResult):
     ``max`` over tokens per loop), and one replay per threshold: each token exits at the first loop whose change is
     below the threshold (the full count otherwise); ``mean_exit`` (loops), ``loops_saved`` (share of the loops not
     run), ``agreement`` (share of tokens whose output at exit equals the output after all loops: the readout's
-    argmax when the map has one, else the state within ``halting_agree_rtol`` of the final one)."""
+    argmax when the map has one, else the state within ``halting_agree_rtol`` of the final one). ``tokens``: how
+    many a state holds, read as every diagnostic reads them (`token_rows`: the last axis is the features, so
+    ``[T, H]`` and a model's own ``[1, T, H]`` both hold ``T``)."""
 
     tokens: int
     median_change: list
@@ -73,6 +75,7 @@ class Halting(Diagnostic):
     readout). Thresholds: ``options["halting_thresholds"]`` (default 1e-2, 1e-3, 1e-4)."""
 
     name = "halting"
+    description = "per-token convergence and exit-rule replay: loops saved vs agreement"
     result_type = HaltingMeasurement
     default = False
     options = {
@@ -88,11 +91,18 @@ class Halting(Diagnostic):
         states = context.states[: context.last_finite + 1].detach()
         if states.shape[0] < 2:
             return None
-        tokens = states.reshape(states.shape[0], states.shape[1], -1) if states.dim() >= 3 else states.reshape(
-            states.shape[0], 1, -1)
-        change = (tokens[1:] - tokens[:-1]).norm(dim=-1) / tokens[:-1].norm(dim=-1).clamp_min(1e-30)  # [T, n]
         readout = context.looped.info.readout
-        outputs = _outputs(readout, states) if callable(readout) else None
+        outputs = _outputs(readout, states, context.looped.info) if callable(readout) else None
+        # One row per token (`token_rows`): a model's own loop keeps its batch axis of one in the state
+        # ([1, T, H]); reading the state's first axis as the tokens made 12 tokens one, and the agreement 1 of 12.
+        tokens = token_rows(states, None if outputs is None else outputs.shape[1])
+        if tokens is None:
+            from ..errors import StepOutputError
+
+            raise StepOutputError(f"the map's readout (info.readout) gives {outputs.shape[1]} predictions per state, "
+                                  f"but no leading axes of the state {list(states.shape[1:])} hold that many tokens "
+                                  "— the readout must give one prediction per token ([..., tokens, classes])")
+        change = (tokens[1:] - tokens[:-1]).norm(dim=-1) / tokens[:-1].norm(dim=-1).clamp_min(1e-30)  # [T, n]
         rtol = float(context.options.get("halting_agree_rtol", 1e-2))
         rules = [_replay(float(threshold), change, tokens, outputs, rtol)
                  for threshold in context.options.get("halting_thresholds", (1e-2, 1e-3, 1e-4))]
@@ -101,12 +111,14 @@ class Halting(Diagnostic):
                                   agreement_by="readout" if outputs is not None else "state")
 
 
-def _outputs(readout, states: torch.Tensor) -> torch.Tensor:
+def _outputs(readout, states: torch.Tensor, info) -> torch.Tensor:
     """The readout's prediction per token at every loop: ``[T+1, tokens]`` (argmax of its last dimension)."""
     from ._loop_depth import readout_logits
 
+    # The readout takes a state as the map's own step does: with its batch dimension of one, or none (as loop_depth).
+    own = (lambda state: state) if info.unbatched_original else (lambda state: state.unsqueeze(0))
     with torch.no_grad():
-        outputs = [readout_logits(readout, state, t).argmax(-1).reshape(-1) for t, state in enumerate(states)]
+        outputs = [readout_logits(readout, own(state), t).argmax(-1).reshape(-1) for t, state in enumerate(states)]
     if len({tuple(output.shape) for output in outputs}) > 1:
         from ..errors import StepOutputError
 

@@ -69,6 +69,7 @@ class LoopDepth(Diagnostic):
     (``looped.info.readout``: state -> logits), which the reference solvers and protocol models provide."""
 
     name = "loop_depth"
+    description = "the readout at every loop: KL to the last, answer flips"
     result_type = LoopDepthMeasurement
     default = False
 

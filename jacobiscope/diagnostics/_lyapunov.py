@@ -21,7 +21,11 @@ class LyapunovMeasurement(DiagnosticResult):
         >>> from jacobiscope.diagnostics import LyapunovMeasurement
         >>> result = LyapunovMeasurement([-0.69], [0.001], [[-0.6], [-0.69]], 0.0)
         >>> result.max, result.columns()
-        (-0.69, {'lambda_max +/- se': '-0.69 +/- 0.001'})
+        (-0.69, {})
+
+    ``exponents`` are whole-run averages. The summary table, the verdict line and the figures show one lambda_max:
+    the verdict's late-half estimate with its 95% interval (the regime's column, `lambda_interval`), so this
+    result adds no column of its own.
     """
 
     exponents: list
@@ -29,13 +33,9 @@ class LyapunovMeasurement(DiagnosticResult):
     history: list
     kaplan_yorke: float
 
-    headers = ("lambda_max +/- se",)
+    headers = ()
     scalar_names = ("lambda_max", "lambda_max_stderr", "kaplan_yorke")
-    glossary = {"lambda_max +/- se": ("nats per loop", "largest Lyapunov exponent over the whole run, with its "
-                                                       "standard error: the average log-rate at which nearby "
-                                                       "trajectories separate (< 0 contracting, 0 critical, > 0 "
-                                                       "chaotic). The verdict uses its late-half estimate (in the "
-                                                       "verdict line).")}
+    glossary = {}
     panels = None  # one panel per row with exponents
 
     @property
@@ -47,12 +47,7 @@ class LyapunovMeasurement(DiagnosticResult):
         return self.stderr[0] if self.stderr else math.nan
 
     def columns(self) -> dict:
-        scalars = self.scalars()
-        if scalars["lambda_max"] is None:
-            return {"lambda_max +/- se": None}
-        if scalars["lambda_max_stderr"] is None:
-            return {"lambda_max +/- se": _num(scalars["lambda_max"])}
-        return {"lambda_max +/- se": f"{_num(scalars['lambda_max'])} +/- {_num(scalars['lambda_max_stderr'], '.2g')}"}
+        return {}  # the table's lambda_max is the verdict's (one definition): the regime diagnostic's column
 
     def scalars(self) -> dict:
         exponents = self.exponents if isinstance(self.exponents, list) else []
@@ -115,34 +110,56 @@ def _draw_one(ax, entry, colormap) -> None:
         values = _finite_or_nan(step[j] if j < len(step) else None for step in history)
         ax.plot(loops, values, color=colormap(0.85 * j / max(k - 1, 1)), lw=1.2, **points(values),
                 label=f"$\\lambda_{{{j + 1}}}$" if k <= 4 else None)
+    evidence = row.evidence if isinstance(row.evidence, dict) else {}
+    normalized = evidence.get("normalized_lambda_history")
+    if isinstance(normalized, list) and normalized:
+        # the verdict read the normalized state (a growing residual): its exponent is the one the band shows
+        ax.plot(range(1, len(normalized) + 1), _finite_or_nan(normalized), color="tab:red", lw=1.4, ls="--",
+                label="$\\lambda_1$, normalized state")
     ax.axhline(0.0, color="0.5", ls=":", lw=1)
     interval = lambda_interval(row)
     if interval is not None and interval[2] is not None and math.isfinite(interval[1]):
         late, width, first, last = interval
         ax.fill_between([first, last], [late - width] * 2, [late + width] * 2, color="tab:orange", alpha=0.25, lw=0,
-                        label="late estimate, 95%")
+                        label="lambda_max: late half, 95%")
         ax.plot([first, last], [late, late], color="tab:orange", lw=1)
-    title = label
-    if result.exponents:
-        title += f"\n$\\lambda_1$ = {_num(result.exponents[0])}"
-        if result.stderr:
-            title += f" $\\pm$ {_num(result.stderr[0], '.2g')}"
-    ax.set_title(title, fontsize="medium")
+    ax.set_title(label + _title_number(interval, evidence), fontsize="medium")
     ax.set_xlabel("loop t")
     ax.set_ylabel("running estimate (nats/loop)")
     if k <= 4:
         ax.legend(fontsize="x-small")
 
 
+def _title_number(interval, evidence) -> str:
+    """The verdict's lambda_max under the panel's label (the same number as the table and the verdict line)."""
+    if interval is None or not math.isfinite(interval[0]):
+        return ""
+    late, width, first, last = interval
+    text = f"\n$\\lambda_{{max}}$ = {_num(late)}"
+    text += f" $\\pm$ {_num(width, '.2g')}" if math.isfinite(width) else ""
+    text += f" (loops {first}-{last}, 95%)" if first is not None else ""
+    return text + (", normalized state" if evidence.get("judged_on") == "normalized state" else "")
+
+
 def lambda_interval(row):
-    """(late estimate, 95% half-width, first loop, last loop) from the verdict's evidence, or from the exponent
-    and its standard error (t with 9 degrees of freedom) for reports without it; None when not measured."""
+    """The one lambda_max: (late-half estimate, 95% half-width, first loop, last loop) from the verdict's evidence;
+    for older reports without it, the same estimate from the running history, else the whole-run exponent and its
+    standard error (t with 9 degrees of freedom); None when not measured."""
     evidence = row.evidence if isinstance(row.evidence, dict) else {}
     late, width = evidence.get("lambda_late"), evidence.get("lambda_half_width")
     if isinstance(late, (int, float)) and isinstance(width, (int, float)):
         first, _, last = str(evidence.get("lambda_loops", "")).partition("-")
         return late, width, int(first) if first.isdigit() else None, int(last) if last.isdigit() else None
     lyapunov = row.lyapunov if isinstance(row.lyapunov, dict) else {}
+    history = [step[0] for step in lyapunov.get("history") or [] if isinstance(step, (list, tuple)) and step]
+    if history and all(_is_number(value) and math.isfinite(value) for value in history):
+        # an older report without the verdict's numbers: the same definition, from the running estimates
+        import torch
+
+        from ..dynamics._regime_evidence import exponent_from_history
+
+        estimate = exponent_from_history(torch.tensor(history, dtype=torch.float64), 1e-6)
+        return estimate.value, estimate.half_width, estimate.first_loop, estimate.last_loop
     if lyapunov.get("exponents"):
         stderr = (lyapunov.get("stderr") or [math.nan])[0]
         return lyapunov["exponents"][0], 2.262 * stderr if stderr is not None else math.nan, None, None
@@ -153,6 +170,7 @@ class Lyapunov(Diagnostic):
     """QR/Benettin with ``k`` tangent vectors as vmapped jvps over the ``loops`` loops from ``x0``."""
 
     name = "lyapunov"
+    description = "the top k Lyapunov exponents along the run (QR on vmapped jvps)"
     result_type = LyapunovMeasurement
     listed = True
     column_prefix = ""  # the historic DataFrame names (max_spectral_norm, lambda_max, ...)

@@ -14,18 +14,24 @@ from ..errors import (
 )
 from ..linalg._reverse_products import REVERSE, uses_reverse_products
 from .._values import _plain
-from ._base import DiagnosticError, MeasureContext, check_options, resolve
+from ._base import DiagnosticError, MeasureContext, check_options, resolve, token_rows
 from ._row import LayerResult
 from .._validation import floating_dtype, nonnegative_int, positive_int, seed_int, within_budget
 
 __all__ = ["measure"]
 
 
-def _one_trajectory(looped, x0):
-    """The map with exactly one leading batch dimension of size 1, and its initial state ``[1, *state]``."""
+def _one_trajectory(looped, x0, dtype=None):
+    """The map (a copy in ``dtype`` when given) with exactly one leading batch dimension of size 1, and its initial
+    state ``[1, *state]``."""
     from ..maps import LoopedMap, as_looped_map
 
     looped = as_looped_map(looped)
+    if dtype is not None:
+        # Cast before the batch wrapper below: a cast of the wrapper (a plain callable) would leave the map's module
+        # in its own dtype, and a float32 model's own loop failed on float64 states ("mat1 and mat2 ... Double").
+        looped = looped.to(dtype=dtype)
+        x0 = x0.to(dtype) if isinstance(x0, torch.Tensor) and x0.is_floating_point() else x0
     x0 = looped.prepare_state(x0)
     if looped.batch_dims == 1:
         if x0.shape[0] != 1:
@@ -93,9 +99,7 @@ def measure(looped_map, x0=None, *, loops: int = 32, diagnostics=None, k: int = 
     chosen = resolve(diagnostics)
     options = check_options(chosen, options)
     started = time.perf_counter()
-    looped, x0 = _one_trajectory(looped_map, x0)
-    if dtype is not None:
-        looped, x0 = looped.to(dtype=dtype), x0.to(dtype)
+    looped, x0 = _one_trajectory(looped_map, x0, dtype)
     layer, eta = _row_identity(looped)
     settings = dict(options, k=k, eigen_k=eigen_k, eigen_restarts=eigen_restarts, spectral_samples=spectral_samples,
                     seed=seed)
@@ -112,7 +116,8 @@ def measure(looped_map, x0=None, *, loops: int = 32, diagnostics=None, k: int = 
             timings[diagnostic.name] = time.perf_counter() - begun
     for warning in caught:
         if issubclass(warning.category, ConvergenceWarning):
-            context.flags.append(f"not converged: {str(warning.message).split('.')[0]}")
+            # the first sentence ("tol=1.0e-03" holds a dot that is not a sentence end)
+            context.flags.append(f"not converged: {str(warning.message).split('. ')[0]}")
         elif issubclass(warning.category, SlowDerivativesWarning):
             warnings.warn(warning.message, SlowDerivativesWarning, stacklevel=2)
     if uses_reverse_products(looped) and hasattr(looped_map, "info"):
@@ -321,7 +326,9 @@ def _context(looped, x0, loops: int, options: dict) -> MeasureContext:
     finite = torch.isfinite(states.reshape(loops + 1, -1)).all(1)
     nonfinite_loop = int((~finite).nonzero()[0]) if not bool(finite.all()) else -1
     flags = [f"NaN/Inf at loop {nonfinite_loop}"] if nonfinite_loop >= 0 else []
-    tokens = states.shape[1] if states.dim() > 2 else 1
+    # RMS per token, the token axes read as every diagnostic reads them: a model's own loop keeps its batch axis of
+    # one in the state ([1, T, H]), whose first axis is not the tokens (the norms were sqrt(T) too large there).
+    tokens = token_rows(states[:1]).shape[1]
     flat = states.reshape(loops + 1, -1)
     frobenius = flat.norm(dim=1)
     return MeasureContext(

@@ -19,8 +19,13 @@ def t_quantile(dof: int) -> float:
     """The two-sided 95% Student-t quantile for ``dof`` degrees of freedom (the next smaller tabulated one)."""
     if dof < 1:
         return math.inf
-    usable = [d for d in _T95 if d <= dof]
-    return _T95[max(usable)] if dof <= 30 else 1.96
+    if dof <= 30:
+        return _T95[max(d for d in _T95 if d <= dof)]
+    # Cornish-Fisher expansion of t around the normal quantile: within 1e-4 of the exact value from 31 dof on
+    # (1.96 alone would be up to 4% too narrow there, an anti-conservative interval)
+    z, nu = 1.959963984540054, float(dof)
+    return (z + (z**3 + z) / (4 * nu) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * nu**2)
+            + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * nu**3))
 
 
 @dataclass

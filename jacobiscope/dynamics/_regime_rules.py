@@ -116,6 +116,13 @@ def _rule_exponent(seen: _Observed, limits: RegimeThresholds):
             return _verdict(Regime.UNDETERMINED, seen, f"{text} > 0, but the norm still rises steadily "
                             f"({seen.evidence['norm_log_rate']:.3g} nats/loop): chaos or divergence? run about "
                             f"{seen.evidence['loops_needed']} loops")
+        separation = estimate.high * estimate.last_loop
+        if estimate.last_loop and separation < 1 and estimate.high <= limits.tol:
+            # a significant but tiny exponent (2e-4 +/- 3e-6 over 32 loops): nearby states have not parted by one
+            # e-fold in the whole run — neutral drift (a set of near-fixed points), not chaos
+            return _verdict(Regime.CRITICAL, seen, f"{text} is above 0, but nearby states part by at most "
+                            f"e^{separation:.2g} over the {estimate.last_loop} loops (under one e-fold), bounded, no "
+                            "period: neutral, at the edge of stability")
         return _verdict(Regime.CHAOTIC, seen, f"{text} > 0 with a bounded norm and no period")
     if estimate.high < 0:
         seen.evidence["loops_needed"] = _loops_needed(estimate.last_loop, 2.0)
@@ -179,13 +186,14 @@ def _exponent_text(seen: _Observed) -> str:
         return "lambda_max not measured"
     where = f" over loops {estimate.first_loop}-{estimate.last_loop}" if estimate.last_loop else ""
     width = f" +/- {estimate.half_width:.2g}" if math.isfinite(estimate.half_width) else ""
-    text = f"lambda_max = {estimate.value:.3g}{width} (95%){where}"
-    if seen.spectral_radius is not None:
-        text += f", rho(J) = {seen.spectral_radius:.3g}"
-    return text
+    # lambda_max only: a sentence goes on to say what it is ("is 0 within 0.1", "> 0"), so nothing may stand
+    # between the number and that claim (rho(J) once did: "rho(J) = 1.32 is 0 within 0.1"); rho(J) is added last
+    return f"lambda_max = {estimate.value:.3g}{width} (95%){where}"
 
 
 def _verdict(regime: Regime, seen: _Observed, reason: str) -> RegimeVerdict:
+    if seen.spectral_radius is not None and "rho(J)" not in reason:
+        reason += f"; rho(J) = {seen.spectral_radius:.3g} at the last state"
     seen.evidence["reason"] = reason
     seen.evidence.setdefault("period", 0)
     return RegimeVerdict(regime=Regime(regime).value, evidence=seen.evidence)

@@ -22,7 +22,8 @@ class Regime(str, Enum):
 
     - ``converging``: to a fixed point (the steps collapse, or shrink exponentially while lambda_max < 0).
     - ``periodic``: a period-p orbit, p >= 2 (``evidence["period"]``), attracting or neutral.
-    - ``critical``: lambda_max = 0 within the tolerance and its 95% interval, no period, bounded.
+    - ``critical``: lambda_max = 0 within the tolerance and its 95% interval (or above 0 by less than one e-fold
+      over the whole run: neutral drift), no period, bounded.
     - ``chaotic``: lambda_max > 0 (its whole 95% interval), bounded, no period.
     - ``oscillating``: quasi-periodic: lambda_max ~ 0 with a complex Jacobian eigenvalue on the unit circle.
     - ``diverging``: NaN/Inf, or the norm grows without bound.

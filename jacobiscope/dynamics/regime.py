@@ -78,7 +78,8 @@ def classify_dynamics(*, max_lyapunov=None, max_lyapunov_stderr=None, lyapunov_h
        is quasi-periodic (the late orbit turns steadily in a plane: `RotationEvidence.rotating`; or a dominant
        Jacobian eigenvalue pair lies on the unit circle, ``unit_circle_tol``); otherwise **critical** when the
        interval contains 0.
-    6. interval above 0: **chaotic** (bounded, no period); **undetermined** while the norm still rises steadily
+    6. interval above 0: **chaotic** (bounded, no period), or **critical** when even its upper end parts nearby
+       states by less than one e-fold over the run (``high * loops < 1``: neutral drift, not chaos); **undetermined** while the norm still rises steadily
        (the growth rules of 1 not yet met: chaos and divergence cannot be told apart yet).
     7. interval below 0 with persistent steps and no period: **undetermined** (still approaching an orbit).
     8. otherwise (an interval too wide to decide): **undetermined**; ``loops_needed`` estimates the loops that

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 import os
 import time
 import warnings
@@ -13,6 +14,8 @@ import torch
 from transformers import TrainerCallback
 
 from .._io import atomic_write_text
+
+logger = logging.getLogger(__name__)
 
 
 class EMACallback(TrainerCallback):
@@ -205,9 +208,15 @@ class _AccuracyCallback(TrainerCallback):
         self.best, self.best_key = -1.0, (-1.0, -1.0)
         self.history: list[dict] = []
         self.repaired: str | None = None
+        self.trainer = None
         previous = out_dir / "accuracy_history.json"
         if previous.exists():  # a resumed run continues the record and the best score
             self.history = json.loads(previous.read_text())
+
+    def bind(self, trainer) -> "_AccuracyCallback":
+        """Also log each validation through ``trainer.log`` (so ``report_to`` receives it); returns self."""
+        self.trainer = trainer
+        return self
 
     def _comparable(self, entry: dict) -> bool:
         return "validation" not in entry or self.validation_key is None or entry["validation"] == self.validation_key
@@ -272,9 +281,13 @@ class _AccuracyCallback(TrainerCallback):
         if self._key(record) > self.best_key:
             self.best, self.best_key = accuracy, self._key(record)
             _write_best(candidates[winner], record, self.out_dir)
-        print(f"[sudoku] step {state.global_step}: validation board accuracy {per_loop}, blank cells "
-              f"{cells[winner]:.3f} (best {self.best:.3f})",
-              flush=True)
+            logger.info("best/ now holds step %d (%s weights)", state.global_step, winner)
+        logger.info("[sudoku] step %d: validation board accuracy %s, blank cells %.3f (best %.3f)",
+                    state.global_step, per_loop, cells[winner], self.best)
+        if self.trainer is not None:  # to report_to (TensorBoard, W&B, ...) beside the loss
+            self.trainer.log({"validation_board_accuracy": accuracy, "validation_cell_accuracy": cells[winner],
+                              **{f"validation_board_accuracy_T{count}": value
+                                 for count, value in per_loop[winner].items()}})
 
 
 def _checkpoint_is_complete(folder: Path, needs_average: bool, needs_streams: bool = False) -> bool:

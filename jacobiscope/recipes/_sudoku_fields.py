@@ -135,6 +135,34 @@ def _init_from_field(name, value):
     return os.fspath(value)
 
 
+def _integration_names() -> list[str]:
+    """The names ``transformers.TrainingArguments(report_to=...)`` accepts (imported only when a name is given)."""
+    from transformers.integrations.integration_utils import INTEGRATION_TO_CALLBACK
+
+    return sorted(INTEGRATION_TO_CALLBACK) + ["all"]
+
+
+def _report_to_field(name, value):
+    """``report_to``: a list of transformers' reporting integrations; ``"tensorboard"`` alone, ``"none"`` and null
+    are read as ``["tensorboard"]``, ``[]`` and ``[]``."""
+    if value is None or value == "none":
+        return []
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, (list, tuple)) or not all(isinstance(item, str) and item.strip() for item in value):
+        _fail(name, value, 'a list of reporting integrations, e.g. ["tensorboard"]',
+              f'set {name} to e.g. ["tensorboard"], ["wandb"] or [] (none)')
+    names = [item for item in dict.fromkeys(value) if item != "none"]
+    if names:
+        known = _integration_names()
+        for item in names:
+            if item not in known:
+                close = difflib.get_close_matches(item, known, n=1)
+                hint = f"did you mean {close[0]!r}?" if close else f"use some of {', '.join(known)}"
+                _fail(name, value, "names of transformers' reporting integrations", hint)
+    return names
+
+
 def _extra_field(name, value):
     if not isinstance(value, dict):
         _fail(name, value, "a dict (free-form notes)", f"set {name} to {{}} or a dict of notes")
@@ -198,6 +226,8 @@ RECIPE_FIELDS: dict = {
     "jacobian_reg_weight": (_float_field(0.0, 1e6), "apply"),
     "energy_reg": (_choice_field("e_single", "e_multi", optional=True), "apply"),
     "energy_reg_weight": (_float_field(0.0, 1e6), "apply"),
+    "report_to": (_report_to_field, "apply"),
+    "dynamics_every": (_int_field(1, MAX_STEPS, optional=True), "apply"),
     "extra": (_extra_field, "apply"),
 }
 

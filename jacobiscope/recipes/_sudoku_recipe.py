@@ -88,6 +88,12 @@ class SudokuRecipe:
     jacobian_reg_weight: float = 0.0
     energy_reg: str | None = None  # None | "e_single" | "e_multi"
     energy_reg_weight: float = 0.0
+    # Where the Trainer's logs go besides trainer_state.json: transformers' integrations ("tensorboard" writes under
+    # <run>/runs/, "wandb", "mlflow", ...); [] for none. The validation accuracies and the dynamics go there too.
+    report_to: list = field(default_factory=list)
+    # Every this many optimizer steps, the largest Lyapunov exponent, ||J|| and the regime of the loop on 4
+    # validation puzzles (jacobiscope.training.LyapunovCallback), logged with the loss. None: not measured.
+    dynamics_every: int | None = None
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self):

@@ -20,6 +20,7 @@ from __future__ import annotations
 import copy
 import difflib
 import json
+import logging
 import os
 import re
 import time
@@ -52,7 +53,12 @@ from ._sudoku_resume import (
 
 __all__ = ["SudokuRecipe", "RecipeError", "RECIPE_FIELDS", "train_sudoku", "evaluate_sudoku", "predict_along",
            "puzzle_records", "EMACallback", "build_model", "LoopCountCollator", "validation_puzzles",
-           "general_training_puzzles", "TimeBudgetCallback"]
+           "general_training_puzzles", "TimeBudgetCallback", "check_report_to"]
+
+logger = logging.getLogger(__name__)
+
+#: Validation puzzles the dynamics are measured on (``dynamics_every``), and the loops of each measurement.
+DYNAMICS_PUZZLES, DYNAMICS_LOOPS, DYNAMICS_TRANSIENT = 4, 16, 8
 
 
 def build_model(recipe: SudokuRecipe):
@@ -118,6 +124,26 @@ def init_from_folder(name) -> Path:
     raise RecipeError(f"init_from {text!r} is neither a local model folder nor a shipped checkpoint — {hint}")
 
 
+def check_report_to(names) -> None:
+    """Refuse, before any work, a ``report_to`` integration whose package is not installed here (transformers would
+    refuse it only when the Trainer is built, after the data and the model).
+
+    Example::
+
+        >>> from jacobiscope.recipes.sudoku import check_report_to
+        >>> check_report_to([])                      # nothing to start
+    """
+    if not names:
+        return
+    from transformers.integrations import integration_utils
+
+    for name in names:
+        available = getattr(integration_utils, f"is_{name}_available", None)  # None: transformers checks it itself
+        if available is not None and not available():
+            raise RecipeError(f"report_to names {name!r}, whose package is not installed here — install it (pip "
+                              f"install {name}), or drop {name!r} from report_to (--report-to none)")
+
+
 def train_sudoku(recipe: SudokuRecipe, out_dir, *, resume: bool = True, data_path=None, progress: bool = True) -> dict:
     """Train ``recipe`` into ``out_dir`` (checkpoints, ``best/``, ``final/``, ``recipe.json``, accuracy history).
 
@@ -142,6 +168,7 @@ def train_sudoku(recipe: SudokuRecipe, out_dir, *, resume: bool = True, data_pat
             raise RecipeError(f"train_sudoku's {name} must be True or False, got {value!r} — pass {name}=True or "
                               f"{name}=False")
     recipe.validate()  # again: fields set after construction (the command line's overrides) are checked too
+    check_report_to(recipe.report_to)
     if data_path is not None and (isinstance(data_path, bytes) or not isinstance(data_path, (str, os.PathLike))):
         raise RecipeError(f"train_sudoku's data_path must be None or a path to satnet.csv.xz or its folder, got "
                           f"{type(data_path).__name__} — pass e.g. data_path='data/satnet.csv.xz'")
@@ -188,14 +215,21 @@ def _train_sudoku(recipe: SudokuRecipe, out_dir: Path, *, resume: bool, data_pat
     # Order matters for a kill mid-save: the small files a resume needs first, the slow validation last.
     divergence = DivergenceCallback(out_dir)  # first: it puts finite weights back before the others see them
     schedule = _ScheduleCallback()  # a resumed run trains with this recipe's rate, warm-up and save/log steps
-    callbacks = [c for c in (divergence, schedule, ema, random_streams, budget, accuracy) if c is not None]
+    dynamics = _dynamics_callback(recipe, validation[0])
+    callbacks = [c for c in (divergence, schedule, ema, random_streams, budget, accuracy, dynamics) if c is not None]
     trainer = trainer_class(model=model, args=args, train_dataset=train_set, callbacks=callbacks,
                             data_collator=collator)
+    for callback in (accuracy, dynamics):  # their numbers reach report_to through the trainer's own log
+        if callback is not None:
+            callback.bind(trainer)
     if ema is not None:
         ema.resume_from = checkpoint
+    if checkpoint is not None:
+        logger.info("resuming %s from %s", out_dir, checkpoint)
     started = time.perf_counter()
     result = trainer.train(resume_from_checkpoint=checkpoint)
     trainer.save_model(str(out_dir / "final"))
+    logger.info("final weights written to %s", out_dir / "final")
     if ema is not None:
         final = copy.deepcopy(model)
         ema.swap_in(final)
@@ -211,6 +245,7 @@ def _train_sudoku(recipe: SudokuRecipe, out_dir: Path, *, resume: bool, data_pat
     if divergence.step is not None:
         summary["diverged"] = json.loads(diverged.read_text())
     atomic_write_text(out_dir / "train_summary.json", json.dumps(summary, indent=1))
+    logger.info("trained %s to step %d in %.0f s", out_dir, result.global_step, seconds)
     return summary
 
 
@@ -247,6 +282,16 @@ def _ema_callback(recipe: SudokuRecipe) -> EMACallback | None:
     return EMACallback(recipe.ema_beta, recipe.ema_every, recipe.ema_start)
 
 
+def _dynamics_callback(recipe: SudokuRecipe, puzzles):
+    """The Lyapunov / ||J|| / regime monitor on the first validation puzzles (None without ``dynamics_every``)."""
+    if recipe.dynamics_every is None:
+        return None
+    from ..training import LyapunovCallback
+
+    return LyapunovCallback(puzzles[:DYNAMICS_PUZZLES], steps=DYNAMICS_LOOPS, transient=DYNAMICS_TRANSIENT,
+                            every_steps=recipe.dynamics_every)
+
+
 def _training_arguments(recipe: SudokuRecipe, out_dir: Path, progress: bool):
     """``(TrainingArguments, Trainer class)`` for the recipe: the regularized pair when a regularizer weight is set."""
     arguments_class, trainer_class, regularizer_options = TrainingArguments, Trainer, {}
@@ -273,7 +318,7 @@ def _training_arguments(recipe: SudokuRecipe, out_dir: Path, progress: bool):
         logging_steps=recipe.logging_steps,
         seed=recipe.seed,
         use_cpu=not torch.cuda.is_available(),
-        report_to=[],
+        report_to=list(recipe.report_to),
         remove_unused_columns=False,
         dataloader_num_workers=0,
         disable_tqdm=not progress,

@@ -11,16 +11,17 @@ Example::
     >>> Report.from_json(report.to_json()) == report
     True
     >>> print(report.summary())
-    layer  mode   input               state norm  max ||J||2  rho(J)  complex  lambda_max +/- se  eff. clusters  regime      flags
+    layer  mode   input               state norm  max ||J||2  rho(J)  ...  regime      flags
     ...
-        3  block  0: pixel_values[0]           1         0.9       -        -                  -              -  converging  -
+        3  block  0: pixel_values[0]           1         0.9       -  ...  converging  -
     ...
 
 A row holds every diagnostic's typed result in ``row.results`` (`jacobiscope.diagnostics.DiagnosticResult`);
-the summary, DataFrame, JSON (format 2; format 1 files still load, see `upgrade`), HTML and figures are generated
-from them. Every stored value is plain Python, so a report survives `to_json` / `from_json` exactly (NaN and Inf
-included, see `Report.to_json`). Plotting needs matplotlib and `to_dataframe` needs
-pandas; both are imported only when called.
+the summary, DataFrame, JSON (format 2; format 1 files still load, see `upgrade`), HTML, figures (PNG, or vector
+SVG / PDF: `Report.save_figure`) and the dynamics card (`Report.to_dataset`, `Report.merge`,
+`Report.to_hub_folder`) are generated from them. Every stored value is plain Python, so a report survives `to_json` / `from_json` exactly (NaN and Inf
+included, see `Report.to_json`). Plotting needs matplotlib, `to_dataframe` pandas and `to_dataset` datasets;
+each is imported only when called.
 """
 from __future__ import annotations
 

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import base64
 import html
-import io
 import json
 import math
 from pathlib import Path
@@ -30,7 +29,10 @@ _FIGURE_CAPTIONS = {
 
 
 _CSS = (
-    "body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:1.5em;color:#222;max-width:1400px}"
+    # break-word (not anywhere): a long unbroken label or flag wraps in text blocks, while the tables keep their
+    # width and scroll inside .table-wrap, so nothing pushes the page sideways at 800 px.
+    "body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:1.5em;color:#222;max-width:1400px;"
+    "overflow-wrap:break-word}"
     "h1{font-size:1.5em;margin-bottom:0.2em}h2{font-size:1.2em;margin-top:1.6em}"
     ".lead{color:#555;margin-top:0}"
     "table{border-collapse:collapse;margin:0.5em 0 1em}"
@@ -79,7 +81,7 @@ def _esc(value) -> str:
     return html.escape(str(value), quote=True)
 
 
-def save_html(report, path, *, figures: bool=True, dpi: int=100) -> Path:
+def save_html(report, path, *, figures: bool=True, dpi: int=100, figure_format: str = "png") -> Path:
     check_file_path(path, "Report.save_html")  # a bad path fails before the figures are drawn
     if not isinstance(figures, bool):
         raise TypeError(f"Report.save_html: figures must be True or False, got {figures!r} — pass figures=False for "
@@ -89,7 +91,10 @@ def save_html(report, path, *, figures: bool=True, dpi: int=100) -> Path:
                         "dpi=100")
     if not math.isfinite(dpi) or not 1 <= dpi <= 1200:
         raise ValueError(f"Report.save_html: dpi must be a number from 1 to 1200, got {dpi!r} — pass e.g. dpi=100")
-    images = _images(report, dpi) if figures else []
+    if figure_format not in ("png", "svg"):
+        raise ValueError(f"Report.save_html: figure_format must be 'png' or 'svg', got {figure_format!r} — pass "
+                         "figure_format='svg' for vector figures")
+    images = _images(report, dpi, figure_format) if figures else []
     title = "jacobiscope report"
     if "model" in report.provenance:
         title += f": {report.provenance['model']}"
@@ -109,18 +114,19 @@ def save_html(report, path, *, figures: bool=True, dpi: int=100) -> Path:
     return atomic_write_text(path, "\n".join(parts), errors="xmlcharrefreplace", what="Report.save_html")
 
 
-def _images(report, dpi: int) -> list:
-    images = []
-    for name, figure in report.plot().items():
-        buffer = io.BytesIO()
-        # No "Software" chunk: the default one carries matplotlib's URL, and the file names nothing outside.
-        figure.savefig(buffer, format="png", dpi=dpi, metadata={"Software": None})
-        images.append((name, base64.b64encode(buffer.getvalue()).decode("ascii")))
-    return images
+def _images(report, dpi: int, figure_format: str = "png") -> list:
+    from .._figures import figure_bytes
+
+    # PNG without a "Software" chunk (the default one carries matplotlib's URL: the file names nothing outside);
+    # SVG as an <img> data URI too, so its ids cannot clash with the page's or another figure's.
+    mime = {"png": "image/png", "svg": "image/svg+xml"}[figure_format]
+    return [(name, f"data:{mime};base64," + base64.b64encode(figure_bytes(figure, figure_format, dpi=dpi)).decode())
+            for name, figure in report.plot().items()]
 
 
 def _figure_html(name: str, data: str) -> str:
-    return (f'<figure id="figure-{_esc(name)}"><img alt="{_esc(name)} figure" src="data:image/png;base64,{data}">'
+    source = data if data.startswith("data:") else f"data:image/png;base64,{data}"
+    return (f'<figure id="figure-{_esc(name)}"><img alt="{_esc(name)} figure" src="{source}">'
             f"<figcaption>{_esc(_FIGURE_CAPTIONS.get(name, name))}</figcaption></figure>")
 
 

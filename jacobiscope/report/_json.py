@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import errno
 import json
+import logging
 import math
 import os
 import re
@@ -15,6 +16,8 @@ from .._values import _plain
 from ..diagnostics._legacy import upgrade_row
 from ._schema import FORMAT, FORMAT_VERSION, LayerResult
 
+
+logger = logging.getLogger(__name__)
 
 _NONFINITE_VALUES = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
 
@@ -144,6 +147,7 @@ def report_to_json(report, path=None) -> str:
     text = _NUMBER_ARRAY.sub(_collapse_array, text) + "\n"
     if path is not None:
         atomic_write_text(path, text, what="Report.to_json")
+        logger.debug("report written to %s (%d rows)", os.fspath(path), len(report.rows))
     return text
 
 
@@ -195,8 +199,8 @@ def _read_source(source) -> tuple[str, str]:
         raise ReportFormatError(f"not a jacobiscope report: {name} is not UTF-8 text (byte {raw[error.start]:#04x} at "
                          f"offset {error.start}) — {_FIX}") from None
     if not text.strip():
-        raise ReportFormatError(f"not a jacobiscope report: {name} is empty — {_FIX} (an interrupted run writes nothing, "
-                         "so rerun it)")
+        raise ReportFormatError(f"not a jacobiscope report: {name} is empty — {_FIX} (jacobiscope writes a report "
+                                "whole or not at all; an interrupted analyze keeps a partial report, never an empty file)")
     return text, name
 
 
@@ -221,7 +225,7 @@ def _check_document(data, name: str) -> None:
     if version > FORMAT_VERSION:
         raise ReportFormatError(
             f"this report has format_version {version!r}; this jacobiscope reads up to {FORMAT_VERSION} — "
-            "Upgrade jacobiscope (pip install -U jacobiscope) to read it."
+            "Upgrade jacobiscope (git pull in its clone, then pip install -e .) to read it."
         )
     for key, kind, noun in (("rows", list, "a list"), ("provenance", dict, "an object"), ("notes", list, "a list"),
                             ("nonfinite", dict, "an object")):

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 
+from ..diagnostics._lyapunov import lambda_interval
 from ._text import _num, _outcome_cell, _shorten, _single_line
 
 # One phrase per verdict (`jacobiscope.dynamics.Regime`), completed by the row's numbers.
@@ -15,6 +16,13 @@ _PLAIN_WORDS = {
     "diverging": "blows up",
     "undetermined": "is not decided yet{needed}",
     "unknown": "was not classified",
+}
+
+
+# The same verdicts read on the normalized state of a growing residual (`judged_on == "normalized state"`).
+_NORMALIZED_WORDS = {
+    "converging": "converges (the direction settles)",
+    "undetermined": "still moves slowly: settling is not decided yet{needed}",
 }
 
 
@@ -35,26 +43,40 @@ def plain_verdict(row) -> str:
     """``"settles to a fixed point"``-style words for the row's verdict."""
     evidence = row.evidence if isinstance(row.evidence, dict) else {}
     needed = evidence.get("loops_needed")
-    words = _PLAIN_WORDS.get(row.regime, row.regime)
-    return words.format(period=evidence.get("period", "?"),
+    words = _NORMALIZED_WORDS.get(row.regime) if evidence.get("judged_on") == "normalized state" else None
+    words = words or _PLAIN_WORDS.get(row.regime, row.regime)
+    text = words.format(period=evidence.get("period", "?"),
                         needed=f": run about {needed} loops" if isinstance(needed, int) and needed else "")
+    if evidence.get("judged_on") == "normalized state":
+        return f"{_growth_words(evidence)}; the normalized state (what the next norm sees) {text}"
+    return text
+
+
+def _growth_words(evidence: dict) -> str:
+    """What grows: ``"the residual norm grows ~linearly (0.5 -> 31)"``."""
+    exponent = evidence.get("residual_growth_exponent")
+    shape = ("~linearly" if isinstance(exponent, (int, float)) and abs(exponent - 1) <= 0.25 else
+             f"like t^{_num(exponent, '.2g')}" if isinstance(exponent, (int, float)) else "")
+    first, last = evidence.get("residual_norm_first"), evidence.get("residual_norm_last")
+    span = f" ({_num(first)} -> {_num(last)})" if isinstance(first, (int, float)) and isinstance(last, (int, float)) else ""
+    return f"the residual norm grows {shape}{span}".replace("grows  ", "grows ").replace("grows (", "grows (")
 
 
 def key_numbers(row) -> str:
-    """The numbers a reader checks first: lambda_max (late estimate and interval), rho(J), max ||J||."""
+    """The numbers a reader checks first: lambda_max (late estimate and interval: the one definition), the
+    normalized state's ||J|| when the verdict read it, rho(J), max ||J||."""
     evidence = row.evidence if isinstance(row.evidence, dict) else {}
     scalars = row.scalars()
     parts = []
-    late = evidence.get("lambda_late")
-    if isinstance(late, (int, float)) and math.isfinite(late):
-        width = evidence.get("lambda_half_width")
-        text = f"lambda_max = {_num(late)}"
-        if isinstance(width, (int, float)) and math.isfinite(width):
+    interval = lambda_interval(row)  # the one lambda_max: the table's and the figures' number
+    if interval is not None:
+        late, width, first, last = interval
+        text = f"lambda_max = {_num(late)}"  # NaN too: a trajectory that blew up says so
+        if isinstance(width, (int, float)) and math.isfinite(width) and math.isfinite(late):
             text += f" +/- {_num(width, '.2g')}"
-        loops = evidence.get("lambda_loops")
-        parts.append(text + (f" (loops {loops})" if loops else ""))
-    elif scalars.get("lambda_max") is not None:
-        parts.append(f"lambda_max = {_num(scalars['lambda_max'])}")
+        parts.append(text + (f" (loops {first}-{last})" if first is not None else ""))
+    if evidence.get("judged_on") == "normalized state" and isinstance(evidence.get("spectral_norm"), (int, float)):
+        parts.append(f"normalized ||J||2 = {_num(evidence['spectral_norm'], '.3g')} at the last loop")
     if scalars.get("spectral_radius") is not None:
         parts.append(f"rho(J) = {_num(scalars['spectral_radius'], '.3g')}")
     if scalars.get("max_spectral_norm") is not None:

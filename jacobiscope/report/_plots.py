@@ -27,30 +27,64 @@ def _draw_overview(axes, rows, labels, colors):
     ax_lambda.axhline(0.0, color="0.5", ls=":", lw=1)
     ax_norm.axhline(1.0, color="0.5", ls=":", lw=1)
     positions = list(range(len(rows)))
+    plotted, normalized = [], False
     for x, row, color in zip(positions, rows, colors):
         interval = _lambda_interval(row)
         if interval is not None:
             late, width, _, _ = interval
             ax_lambda.errorbar([x], [late], yerr=[[width if math.isfinite(width) else 0.0]] * 2, fmt="o", ms=5,
                                color=color, capsize=3)
-        scalars = row.scalars()
-        if scalars.get("max_spectral_norm") is not None:
-            ax_norm.plot([x], [scalars["max_spectral_norm"]], "o", color=color, ms=6)
-        if scalars.get("spectral_radius") is not None:
-            ax_norm.plot([x], [scalars["spectral_radius"]], "x", color=color, ms=7, mew=2)
+        plotted += _draw_norms(ax_norm, x, row, color)
+        normalized |= _judged_normalized(row)
     ax_norm.plot([], [], "o", color="0.3", label="max $\\|J\\|_2$ over sampled loops")
     ax_norm.plot([], [], "x", color="0.3", mew=2, label="$\\rho(J)$ at the last loop")
+    if normalized:
+        ax_norm.plot([], [], "P", color="0.3", label="$\\|J\\|_2$ of the normalized state, last loop")
     ax_lambda.set_ylabel("$\\lambda_{max}$ (nats/loop)")
-    ax_lambda.set_title("largest Lyapunov exponent: late-half estimate and 95% interval")
+    ax_lambda.set_title("lambda_max: late-half estimate and 95% interval (of the normalized state where judged so)")
     ax_norm.set_ylabel("norm / radius of J")
     ax_norm.set_title("Jacobian J = dF/dX: spectral norm and spectral radius")
     step = max(1, math.ceil(len(rows) / 40))
     ax_norm.set_xticks(positions[::step], [_short(label) for label in labels][::step], rotation=35, ha="right",
                        fontsize="small" if len(rows) <= 20 else "x-small")
-    ax_norm.set_ylim(bottom=0)
+    _norm_scale(ax_norm, plotted)
     ax_lambda.legend(fontsize="small", loc="best")
     ax_norm.legend(fontsize="small", loc="best")
 
+
+_NORM_CEILING = 1e12
+
+
+def _judged_normalized(row) -> bool:
+    return isinstance(row.evidence, dict) and row.evidence.get("judged_on") == "normalized state"
+
+
+def _draw_norms(ax, x, row, color) -> list:
+    """A row's ||J||, rho(J) (and the normalized state's ||J||) markers; returns the values drawn."""
+    scalars = row.scalars()
+    drawn = []
+    for value, marker, extra in ((scalars.get("max_spectral_norm"), "o", {"ms": 6}),
+                                 (scalars.get("spectral_radius"), "x", {"ms": 7, "mew": 2}),
+                                 (row.evidence.get("spectral_norm") if _judged_normalized(row) else None, "P",
+                                  {"ms": 7})):
+        if isinstance(value, (int, float)) and math.isfinite(value):
+            # beyond _NORM_CEILING (an overflowing row) the marker sits at the ceiling as a triangle: an axis
+            # spanning 280 decades has no ticks to draw and no room for the other rows
+            clipped = min(float(value), _NORM_CEILING)
+            ax.plot([x], [clipped], "^" if clipped < value else marker, color=color, **extra)
+            drawn.append(clipped)
+    return drawn
+
+
+def _norm_scale(ax, values: list) -> None:
+    """A log axis when the values span more than a factor of 10 (a first-loop ||J|| of 274 next to 1.4 would
+    flatten every other marker on a linear one), else linear from 0."""
+    positive = [value for value in values if value > 0]
+    if positive and max(positive) > 10 * min(positive):
+        ax.set_yscale("log")
+        ax.set_ylabel("norm / radius of J (log scale)")
+    else:
+        ax.set_ylim(bottom=0)
 
 
 def _figure_diagnostics():
@@ -183,6 +217,13 @@ class ReportDisplay:
         self.figure_ = figure
         self.ax_ = axes[0] if needed == 1 and len(axes) == 1 else axes
         return self
+
+    def save(self, path, *, format: str | None = None, dpi: float = 150):
+        """Save this figure (drawn now if ``plot`` was not called); the format comes from ``format`` or the file's
+        suffix: png, svg or pdf (vector, text kept as text)."""
+        from .._figures import save_figure
+
+        return save_figure(self, path, format=format, dpi=dpi)
 
     def _new_axes(self, needed: int):
         if self.diagnostic is None:

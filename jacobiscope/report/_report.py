@@ -94,9 +94,28 @@ class Report:
         if self.notes:
             lines.append("Notes:")
             lines.extend(f"  - {note}" for note in self.notes)
-        provenance = ", ".join(f"{key}={value}" for key, value in _flatten(self.provenance))
+        # the call's own arguments and the partial-run bookkeeping are for --resume, not for the reader
+        shown = {key: value for key, value in self.provenance.items() if key not in ("arguments", "partial")}
+        provenance = ", ".join(f"{key}={value}" for key, value in _flatten(shown))
         lines.append(f"Provenance: {provenance or '-'}")
+        if self.partial:
+            state = self.provenance["partial"]
+            lines.insert(0, f"PARTIAL REPORT: {state.get('finished', len(self.rows))} of {state.get('total', '?')} rows "
+                            f"(stopped: {state.get('stopped', 'unknown')}) — continue with --resume (CLI) or "
+                            "resume=True (Python)")
         return "\n".join(lines)
+
+    @property
+    def partial(self) -> bool:
+        """Whether this is the partial report of an interrupted (or still running) `analyze`: its
+        ``provenance["partial"]`` says which rows are finished and which remain."""
+        return isinstance(self.provenance.get("partial"), dict)
+
+    @property
+    def remaining(self) -> list:
+        """The ``(input_index, layer)`` rows a partial report still lacks (``[]`` for a complete one)."""
+        state = self.provenance.get("partial")
+        return [tuple(pair) for pair in state.get("remaining", [])] if isinstance(state, dict) else []
 
     def outcome_summary(self) -> str:
         """One sentence on what the model made of its inputs, when its rows carry an ``outcome`` ("" otherwise).
@@ -256,6 +275,94 @@ class Report:
             columns[-4:-4] = [key for key in values if key not in columns]
         return pandas.DataFrame(scalars, columns=columns)
 
+    # ------------------------------------------------------------------ datasets and the dynamics card
+
+    def to_dataset(self):
+        """The rows as a `datasets.Dataset`: the `to_dataframe` columns, then the provenance of every row.
+
+        Example::
+
+            >>> from jacobiscope.report import LayerResult, Report
+            >>> row = LayerResult(0, "x", 3, "block", None, 2, [4, 8], [1.0, 1.0, 1.0], [0.1, 0.01])
+            >>> dataset = Report([row], {"model": "demo", "dtype": "float64"}, []).to_dataset()
+            >>> dataset.num_rows, dataset[0]["layer"], dataset[0]["model"], dataset[0]["precision"]
+            (1, 3, 'demo', 'float64')
+
+        One row per (input, layer). The provenance columns (`jacobiscope.report._dataset.PROVENANCE_COLUMNS`):
+        ``model``, ``model_revision`` (None unless the provenance knows it), ``model_class``, ``adapter``,
+        ``precision`` (the compute dtype), ``device``, ``seed``, ``k``, ``transformers_version``,
+        ``torch_version``, ``jacobiscope_version``, ``python_version`` and ``report_format_version``, so rows of
+        different runs concatenated later still say where they come from.
+        """
+        from ._dataset import to_dataset
+
+        return to_dataset(self)
+
+    def merge(self, *others, allow=()) -> "Report":
+        """One report with the rows of this report and ``others``: the same model and settings, more inputs or
+        layers.
+
+        Example::
+
+            >>> from jacobiscope.report import LayerResult, Report
+            >>> def run(layer, dtype="float32"):
+            ...     row = LayerResult(0, "x", layer, "block", None, 2, [4, 8], [1.0, 1.0, 1.0], [0.1, 0.01])
+            ...     return Report([row], {"model": "demo", "dtype": dtype}, [])
+            >>> run(3).merge(run(4)).provenance["layers"]
+            [3, 4]
+            >>> run(3).merge(run(4, "float64"))
+            Traceback (most recent call last):
+            ...
+            ValueError: Report.merge: the reports differ in dtype ('float32' in report 0, 'float64' in report 1), ...
+
+        Refused when the pinned provenance differs (`jacobiscope.report._dataset.PINNED`: model, its revision,
+        class and adapter, mode, eta, loops, k, seed, dtype, and the jacobiscope / torch / transformers versions),
+        unless ``allow`` names those keys; inputs, layers, diagnostics, timings, the device and the Python version
+        may differ (a differing value becomes the list of the values in the merged provenance). An input index
+        reused by another report for a different input gets a fresh index; the same (input, layer, mode) in two
+        reports is refused. ``Report.merge(a, b, c)`` works too.
+        """
+        from ._dataset import merge_reports
+
+        return merge_reports([self, *others], allow=allow)
+
+    def to_hub_folder(self, path, *, overwrite: bool = False, license: str = "other", base_model: str | None = None,
+                      pretty_name: str | None = None) -> Path:
+        """Write a Hub-ready dataset folder, the "dynamics card"; return its path.
+
+        Example::
+
+            >>> report.to_hub_folder("minilm-dynamics", license="cc-by-4.0")  # doctest: +SKIP
+            PosixPath('minilm-dynamics')
+            >>> # huggingface_hub.upload_folder(repo_id="me/minilm-dynamics", folder_path="minilm-dynamics",
+            >>> #                               repo_type="dataset")
+
+        The folder holds ``README.md`` (the dataset card: YAML metadata with ``license``, ``tags``, ``configs`` /
+        ``data_files`` and, when the model is named by its Hub id or ``base_model`` is given, ``base_model``; then
+        the provenance, the summary and how to load it), ``data/train-00000-of-00001.parquet`` (`to_dataset`) and
+        ``report.json`` (the full report, read back by `from_hub_folder`). ``license`` is the data's license
+        ("other" unless you choose, e.g. "cc-by-4.0"). Built in a temporary sibling folder and renamed into place:
+        an interrupted write leaves no half folder; an existing non-empty folder is replaced only with
+        ``overwrite=True`` (and only once the new one is complete).
+        """
+        from ._card import to_hub_folder
+
+        return to_hub_folder(self, path, overwrite=overwrite, license=license, base_model=base_model,
+                             pretty_name=pretty_name)
+
+    @classmethod
+    def from_hub_folder(cls, path) -> "Report":
+        """Read the report of a dynamics card folder written by `to_hub_folder` (its ``report.json``).
+
+        Example::
+
+            >>> Report.from_hub_folder("minilm-dynamics")  # doctest: +SKIP
+            <Report: 6 rows (1 input x 6 layers), model='...'>
+        """
+        from ._card import from_hub_folder
+
+        return from_hub_folder(cls, path)
+
     # ------------------------------------------------------------------ figures
 
     def plot(self, rows=None) -> dict:
@@ -288,6 +395,39 @@ class Report:
         """
         return _plots.plot_report(self, rows)
 
+    def save_figure(self, kind: str, path, *, format: str | None = None, rows=None, dpi: float = 150) -> Path:
+        """Draw one figure (``kind`` as for `display`) and save it to ``path``; return the path.
+
+        Example::
+
+            >>> report.save_figure("norms", "figures/norms.svg")  # doctest: +SKIP
+            PosixPath('figures/norms.svg')
+
+        The format is ``format`` (png, svg or pdf) or else the file suffix: SVG and PDF are vector files for papers
+        (text kept as text, TrueType fonts, no date), PNG is drawn at ``dpi``. Written atomically.
+        """
+        from .._figures import figure_format, save_figure
+
+        figure_format(path, format)  # a bad suffix or format fails before anything is drawn
+        return save_figure(self.display(kind, rows).plot(), path, format=format, dpi=dpi)
+
+    def save_figures(self, folder, *, format: str = "png", rows=None, dpi: float = 150) -> dict:
+        """Save every `plot` figure into ``folder`` as ``<name>.<format>``; return ``{name: path}``.
+
+        Example::
+
+            >>> sorted(report.save_figures("figures", format="pdf"))  # doctest: +SKIP
+            ['eigenvalues', 'lyapunov', 'norms', 'overview']
+
+        ``format``: png (raster, at ``dpi``), svg or pdf (vector). Each file is written atomically.
+        """
+        from .._figures import figure_format, save_figure
+
+        chosen = figure_format(format=format)
+        folder = Path(folder)
+        return {name: save_figure(figure, folder / f"{name}.{chosen}", format=chosen, dpi=dpi)
+                for name, figure in self.plot(rows).items()}
+
     def display(self, kind: str, rows=None):
         """One figure as a scikit-learn-style display: ``report.display("norms").plot(ax=my_axes)``.
 
@@ -318,7 +458,7 @@ class Report:
 
     # ------------------------------------------------------------------ HTML
 
-    def save_html(self, path, *, figures: bool = True, dpi: int = 100) -> Path:
+    def save_html(self, path, *, figures: bool = True, dpi: int = 100, figure_format: str = "png") -> Path:
         """Write one self-contained HTML file (tables and figures inline, no external resources); return its path.
 
         Example::
@@ -332,9 +472,11 @@ class Report:
 
         The file holds the provenance table, the notes, the summary table (full input labels), each row's
         flags and evidence, and every `plot` figure as an inline base64 PNG at ``dpi``. All text is
-        HTML-escaped. ``figures=False`` writes the tables only and does not need matplotlib. Written atomically.
+        HTML-escaped. ``figures=False`` writes the tables only and does not need matplotlib. ``figure_format="svg"``
+        inlines the figures as vector SVG instead (sharp at any zoom, larger file). The page reflows down to
+        800 px wide and less: wide tables scroll inside their own box. Written atomically.
         """
-        return _html.save_html(self, path, figures=figures, dpi=dpi)
+        return _html.save_html(self, path, figures=figures, dpi=dpi, figure_format=figure_format)
 
     def _html_tables(self) -> str:
         return _html.html_tables(self)

@@ -29,6 +29,6 @@ DATAFRAME_COLUMNS = (
     "lambda_max", "lambda_max_stderr", "kaplan_yorke",
     "final_top_eigenvalue", "final_effective_clusters", "final_cluster_count",
     "final_energy",
-    "regime",
+    "regime", "lambda_max_late", "lambda_max_late_half_width", "judged_on",
     *TAIL_COLUMNS,
 )

@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 
 from .._values import _is_number, _num, _plural, _shorten, _single_line  # noqa: F401 - re-exported
+from ..diagnostics._regime import LAMBDA_HEADER
 
 
 def _flatten(mapping: dict, prefix: str = ""):
@@ -122,12 +123,26 @@ def summary_cells(report, *, max_label: int | None) -> tuple[list[str], list[lis
             if diagnostic.name not in computed:
                 result = row.results.get(diagnostic.name)
                 computed[diagnostic.name] = {} if result is None else _diagnostic_columns(diagnostic, result)
-            cells.append(_cell(computed[diagnostic.name].get(header)))
+            value = computed[diagnostic.name].get(header)
+            if header == LAMBDA_HEADER and diagnostic.name == "regime":
+                value = _lambda_cell(row)  # the figures' number, from the same function (old reports included)
+            cells.append(_cell(value))
         if with_outcome:
             cells.append(_outcome_cell(row.outcome))
         cells.append("; ".join(_single_line(str(flag)) for flag in row.flags) or "-")
         body.append(cells)
     return headers, body
+
+
+def _lambda_cell(row) -> str | None:
+    """The one lambda_max of a row as the table writes it (``"-0.03 +/- 0.01"``), by `lambda_interval`."""
+    from ..diagnostics._lyapunov import lambda_interval
+
+    interval = lambda_interval(row)
+    if interval is None:
+        return None
+    late, width = interval[0], interval[1]
+    return _num(late) if width is None or not math.isfinite(width) else f"{_num(late)} +/- {_num(width, '.2g')}"
 
 
 def outcome_summary(report) -> str:

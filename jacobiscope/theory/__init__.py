@@ -8,7 +8,7 @@
   and row-softmax links; direct, tied, untied), population losses, gradient-flow ODEs and the truncated moment
   hierarchy.
 - `jacobiscope.theory.plots`: phase portraits of the token regimes and escape curves of online SGD (matplotlib,
-  ``pip install "jacobiscope[plot]"``, imported only when a plot is made).
+  ``pip install matplotlib (the plot extra)``, imported only when a plot is made).
 
 Example::
 

@@ -2,7 +2,7 @@
 
 Both functions simulate what they draw unless given the data, return a `matplotlib.figure.Figure` on the Agg canvas
 (made without pyplot: the global backend is not touched and no window opens), and write it atomically when given a
-path. matplotlib is imported only when a function is called (``pip install "jacobiscope[plot]"``).
+path. matplotlib is imported only when a function is called (``pip install matplotlib``, the plot extra).
 
 Example::
 
@@ -35,7 +35,7 @@ def _matplotlib():
         from matplotlib.figure import Figure
     except ImportError:
         raise ImportError(
-            'jacobiscope.theory.plots needs matplotlib, which is not installed: pip install "jacobiscope[plot]"'
+            'jacobiscope.theory.plots needs matplotlib, which is not installed: pip install matplotlib (the plot extra)'
         ) from None
     return Figure, FigureCanvasAgg
 

@@ -7,6 +7,7 @@ each checkpoint folder and restored on resume.
 """
 from __future__ import annotations
 
+import logging
 import math
 import os
 import warnings
@@ -21,6 +22,8 @@ from .regularizers import JacobianRegularizer, SpectralRegularizer, attention_we
 from .._validation import nonnegative_int, positive_int
 
 __all__ = ["SpectralRegTrainingArguments", "SpectralRegMixin", "SpectralRegTrainer", "SPECTRAL_STATE_NAME"]
+
+logger = logging.getLogger(__name__)
 
 SPECTRAL_STATE_NAME = "spectral_reg_state.safetensors"
 _MAX_JACOBIAN_LOOPS = 4096  # loops run (with the graph kept) before every Jacobian penalty
@@ -218,11 +221,19 @@ class SpectralRegMixin:
             self.model.add_model_tags(self._tag_names)
         self._spec_metrics: dict[str, list[torch.Tensor]] = defaultdict(list)
         self._spec_reg_done_step: int | None = None
+        for callback in self.callback_handler.callbacks:
+            self._bind_callback(callback)
+
+    def _bind_callback(self, callback) -> None:
+        """Let jacobiscope's monitoring callbacks log through this trainer (so ``report_to`` receives them)."""
         from .callbacks import _TrainerAwareCallback
 
-        for callback in self.callback_handler.callbacks:
-            if isinstance(callback, _TrainerAwareCallback) and callback.trainer is None:
-                callback.trainer = self
+        if isinstance(callback, _TrainerAwareCallback) and callback.trainer is None:
+            callback.trainer = self
+
+    def add_callback(self, callback):
+        super().add_callback(callback)
+        self._bind_callback(callback)
 
     def _build_spectral_regularizer(self, unwrapped) -> SpectralRegularizer:
         options = self.spec_options
@@ -355,6 +366,7 @@ class SpectralRegMixin:
             os.makedirs(folder, exist_ok=True)
             self.spectral_regularizer.save(os.path.join(folder, SPECTRAL_STATE_NAME),
                                            {"global_step": str(self.state.global_step)})
+            logger.info("power-iteration state of step %d written to %s", self.state.global_step, folder)
         super()._save_checkpoint(model, trial)
 
     def _load_optimizer_and_scheduler(self, checkpoint):
@@ -365,6 +377,7 @@ class SpectralRegMixin:
         path = os.path.join(checkpoint, SPECTRAL_STATE_NAME)
         if os.path.isfile(path):
             self.spectral_regularizer.load(path)
+            logger.info("power-iteration state restored from %s", path)
         else:
             warnings.warn(
                 f"{checkpoint} has no {SPECTRAL_STATE_NAME} (saved without the spectral regularizer?): the power "
