@@ -69,13 +69,38 @@ def short(label: str, width: int = 28) -> str:
     return label if len(label) <= width else label[: width - 3] + "..."
 
 
+def row_names(rows, *, max_label: int = 48) -> list[str]:
+    """One name per row, the same in the verdict lines and the figures' legends and columns: the layer (when the
+    rows hold several, or when nothing else varies), the mode (when several), the input's own label, shortened
+    (when several inputs).
+
+    Example::
+
+        >>> from types import SimpleNamespace as Row
+        >>> rows = [Row(layer=layer, mode="block", input_index=i, input_label=f"text {i}") for layer in (0, 3)
+        ...         for i in (0, 1)]
+        >>> row_names(rows)[:2]
+        ['layer 0, text 0', 'layer 0, text 1']
+    """
+    from ._values import _shorten, _single_line
+
+    with_layer = len({row.layer for row in rows}) > 1
+    with_mode = len({row.mode for row in rows}) > 1
+    with_input = len({(row.input_index, str(row.input_label)) for row in rows}) > 1
+    names = []
+    for row in rows:
+        parts = [f"layer {row.layer}"] if with_layer else []
+        parts += [str(row.mode)] if with_mode else []
+        parts += [_shorten(_single_line(str(row.input_label)), max_label)] if with_input else []
+        names.append(", ".join(parts) or f"layer {row.layer}")
+    return names
+
+
 def labels_and_colors(rows) -> tuple[list, list]:
-    """Legend labels (mode / input only when they vary) and one color per row."""
+    """Legend labels (`row_names`: the names the verdict lines use; "(flagged)" added) and one color per row."""
     from matplotlib import colormaps
 
-    with_mode = len({row.mode for row in rows}) > 1
-    with_input = len({row.input_index for row in rows}) > 1
-    labels = [row.label(with_mode=with_mode, with_input=with_input) for row in rows]
+    labels = [name + (" (flagged)" if row.flags else "") for name, row in zip(row_names(rows), rows)]
     palette = colormaps["tab10"] if len(rows) <= 10 else colormaps["viridis"]
     colors = [palette(i if len(rows) <= 10 else i / max(len(rows) - 1, 1)) for i in range(len(rows))]
     return labels, colors

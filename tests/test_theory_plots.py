@@ -118,7 +118,7 @@ def test_missing_matplotlib_names_the_extra(monkeypatch):
     import jacobiscope.theory.plots as plots
 
     monkeypatch.setitem(sys.modules, "matplotlib.figure", None)  # import of it now raises ImportError
-    with pytest.raises(ImportError, match=r"jacobiscope\[plot\]"):
+    with pytest.raises(ImportError, match=r"pip install matplotlib \(the plot extra\)"):
         plots._matplotlib()
 
 

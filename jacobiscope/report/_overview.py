@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 
 from ..diagnostics._lyapunov import lambda_interval
-from ._text import _num, _outcome_cell, _shorten, _single_line
+from ._text import _num, _outcome_cell, _single_line
 
 # One phrase per verdict (`jacobiscope.dynamics.Regime`), completed by the row's numbers.
 _PLAIN_WORDS = {
@@ -86,11 +86,12 @@ def key_numbers(row) -> str:
 
 def verdict_lines(report, *, max_label: int = 48) -> list[dict]:
     """One entry per row: ``{"who", "label", "words", "numbers", "outcome", "reason", "regime", "flags"}``."""
-    with_layer = len({row.layer for row in report.rows}) > 1
+    from .._figures import row_names
+
     lines = []
-    for row in report.rows:
+    # the same names as the figures' legends, so a verdict line and its curve are found by one name
+    for row, who in zip(report.rows, row_names(report.rows, max_label=max_label)):
         label = _single_line(str(row.input_label))
-        who = (f"layer {row.layer}, " if with_layer else "") + _shorten(label, max_label)
         outcome = _outcome_cell(row.outcome)
         lines.append({
             "who": who, "label": label, "regime": row.regime, "words": plain_verdict(row),
