@@ -127,3 +127,14 @@ def no_network(monkeypatch):
     monkeypatch.setattr(socket, "create_connection", lambda *a, **k: refuse(*a))
     monkeypatch.setattr(socket, "getaddrinfo", lambda *a, **k: refuse(*a))
     return attempts
+
+
+def all_parsers(parser):
+    """The parser and every subcommand's parser under it, depth first (CLI tests check each one)."""
+    import argparse
+
+    yield parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                yield from all_parsers(sub)

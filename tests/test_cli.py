@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import jacobiscope
+from conftest import all_parsers
 import jacobiscope.cli
 from jacobiscope.cli import build_parser, main
 from jacobiscope.data import sudoku
@@ -214,16 +215,8 @@ def test_debug_shows_the_traceback(capsys):
 
 
 # ------------------------------------------------------------------------------------- help, version
-def _all_parsers(parser):
-    yield parser
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for sub in action.choices.values():
-                yield from _all_parsers(sub)
-
-
 def test_every_option_has_help_that_shows_its_default():
-    for parser in _all_parsers(build_parser()):
+    for parser in all_parsers(build_parser()):
         for action in parser._actions:
             if isinstance(action, (argparse._HelpAction, argparse._VersionAction, argparse._SubParsersAction)):
                 continue

@@ -1,7 +1,6 @@
 """The command line's arguments: every advice names an option the user has (CLI and Python), --help lists every
 registered diagnostic, no abbreviations, "did you mean" for names, and everything that can be checked before the
 model loads is (output folders, layers against the config, options against their tables)."""
-import argparse
 import ast
 import inspect
 import logging
@@ -13,6 +12,7 @@ import torch
 import transformers
 
 import jacobiscope
+from conftest import all_parsers
 from jacobiscope._analyze_options import ANALYZE_SETTINGS
 from jacobiscope.cli import build_parser, main
 from jacobiscope.cli._analyze_checks import split_options
@@ -172,16 +172,8 @@ def test_the_torch_free_catalogue_is_the_registry():
 
 
 # ----------------------------------------------------------------------------------- abbreviations, typos
-def _all_parsers(parser):
-    yield parser
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for sub in action.choices.values():
-                yield from _all_parsers(sub)
-
-
 def test_no_parser_takes_abbreviations(capsys):
-    for parser in _all_parsers(build_parser()):
+    for parser in all_parsers(build_parser()):
         assert parser.allow_abbrev is False, parser.prog
     line = _error_line(["analyze", "itrsa-sudoku", "--loop", "3"], capsys)
     assert "unrecognized arguments: --loop" in line and "did you mean --loops?" in line

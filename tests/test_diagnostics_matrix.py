@@ -27,6 +27,7 @@ from torch import nn
 
 import jacobiscope
 from conftest import autograd_jacobian
+from hf_models import model_block_function
 from jacobiscope.diagnostics import list_diagnostics, measure
 
 F64 = torch.float64
@@ -85,38 +86,6 @@ class ToyProtocolModel(nn.Module):
         return {"step": TOY.step, "x0": TOY.x0.unsqueeze(0), "loops": 5, "readout": TOY.readout, "drive": TOY.drive}
 
 
-# ---------------------------------------------------------------- the model's own forward, state substituted
-class _Stop(Exception):
-    pass
-
-
-def hooked(model, kwargs, module):
-    """``h -> module's output when the model itself runs with h substituted for module's input`` (its own masks)."""
-
-    def function(h):
-        out = {}
-
-        def pre(_, args, kw):
-            return ((h,) + tuple(args[1:]), kw) if args else (args, {**kw, "hidden_states": h})
-
-        def post(_, args, kw, output):
-            out["y"] = output[0] if isinstance(output, tuple) else output
-            raise _Stop
-
-        handles = [module.register_forward_pre_hook(pre, with_kwargs=True),
-                   module.register_forward_hook(post, with_kwargs=True)]
-        try:
-            model(**kwargs)
-        except _Stop:
-            pass
-        finally:
-            for handle in handles:
-                handle.remove()
-        return out["y"]
-
-    return function
-
-
 def tiny(cls, config):
     torch.manual_seed(0)
     config._attn_implementation = "eager"
@@ -173,7 +142,7 @@ def toy_map(x0, readout=TOY.readout, **kwargs):
 def model_case(looped, model, kwargs, module, readout=None, drive=None, trained=None, tokens=4):
     """A model's map; its reference is the model's own forward with the state substituted at ``module``."""
     x0 = looped.x0.detach().clone()
-    return Case(measured(looped, x0, MODEL_LOOPS), hooked(model, kwargs, module), x0, MODEL_LOOPS, tokens, readout,
+    return Case(measured(looped, x0, MODEL_LOOPS), model_block_function(model, kwargs, module), x0, MODEL_LOOPS, tokens, readout,
                 drive, trained)
 
 
@@ -218,7 +187,7 @@ def build_attention():
     model, inputs = tiny(transformers.BertModel, config), ids()
     attention = model.encoder.layer[0].attention
     with jacobiscope.adapters.map_source(model, inputs, mode="attention", layers=[0], eta=1.0) as source:
-        heads = hooked(model, source[0].inputs, attention.self)
+        heads = model_block_function(model, source[0].inputs, attention.self)
         return [model_case(source[0].maps[0], model, source[0].inputs, attention,
                            drive=lambda x: attention.output.dense(heads(x)))]
 
