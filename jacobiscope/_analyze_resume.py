@@ -45,14 +45,13 @@ CLI_FLAGS = {"loops": "--loops", "k": "--k", "seed": "--seed", "diagnostics": "-
 
 
 def is_partial(report) -> bool:
-    """Whether ``report`` is the partial report of an interrupted (or still running) `analyze`."""
-    return isinstance(report.provenance.get("partial"), dict)
+    """Whether ``report`` is the partial report of an interrupted (or still running) `analyze` (`Report.partial`)."""
+    return report.partial
 
 
 def remaining_rows(report) -> list[tuple[int, int]]:
-    """The ``(input_index, layer)`` rows a partial report still lacks (``[]`` for a complete one)."""
-    partial = report.provenance.get("partial")
-    return [tuple(pair) for pair in partial.get("remaining", [])] if isinstance(partial, dict) else []
+    """The ``(input_index, layer)`` rows a partial report still lacks (`Report.remaining`; ``[]`` when complete)."""
+    return report.remaining
 
 
 def partial_status(path) -> tuple[int, int] | None:

@@ -132,6 +132,7 @@ def test_cli_analyze_writes_html_and_json(tmp_path):
     assert [row.layer for row in report.rows] == [0, 5] and report.provenance["adapter"] == "bert"
 
 
+@pytest.mark.slow  # suite time: two processes start torch and transformers (16 s); the sharding is unit-tested
 def test_two_processes_under_accelerate_shard_and_gather(tmp_path):
     script = tmp_path / "run.py"
     script.write_text(textwrap.dedent(f"""

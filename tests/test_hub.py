@@ -23,7 +23,8 @@ def _saved(tmp_path, arch):
     return model, folder
 
 
-@pytest.mark.parametrize("arch", ["itrsa", "akorn"])
+# suite time: one family in the default suite, the other under -m slow (the same prepare-and-load path)
+@pytest.mark.parametrize("arch", ["itrsa", pytest.param("akorn", marks=pytest.mark.slow)])
 def test_prepared_folder_loads_with_its_own_code(tmp_path, arch):
     model, folder = _saved(tmp_path, arch)
     prepared = prepare_for_hub(folder, tmp_path / "prepared")

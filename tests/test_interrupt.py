@@ -93,7 +93,7 @@ def test_sigint_keeps_the_finished_rows_and_resume_completes_them(tiny_folder, t
     assert main(["analyze", str(tiny_folder), *CLI_ARGS, "--json", str(partial_path), "--resume"]) == 0
     capsys.readouterr()
     resumed = jacobiscope.Report.from_json(partial_path)
-    assert not is_partial(resumed) and len(resumed.rows) == 6
+    assert not resumed.partial and resumed.remaining == [] and len(resumed.rows) == 6
     kept = [row for row in resumed.rows if (row.input_index, row.layer) in finished]
     assert [row.seconds for row in kept] == [row.seconds for row in partial.rows]  # reused, not measured again
 
