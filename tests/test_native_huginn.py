@@ -109,3 +109,18 @@ def test_huginn_is_listed_and_a_different_layout_or_a_noisy_step_is_refused():
     model = _huginn(test_time_noise=0.1)
     with pytest.raises(AdapterError, match="test_time_noise = 0.1"):
         jacobiscope.native_loop(model, torch.tensor([[1, 2, 3]]))
+
+
+def test_the_loop_lens_at_the_configured_depth_is_the_models_logits_from_the_same_initial_state():
+    """Huginn draws its initial state at random on every forward: the lens and the model agree when both start from
+    the same state (``input_states``), and the lens keeps finite values past the configured depth."""
+    model = _huginn()
+    kwargs = {"input_ids": torch.tensor([[3, 5, 7, 9, 11, 2], [4, 6, 8, 10, 1, 12]]),
+              "input_states": torch.randn(2, 6, 16, generator=torch.Generator().manual_seed(3))}
+    with torch.no_grad():
+        logits = model(**kwargs).logits
+    lens = jacobiscope.loop_lens(model, kwargs, loops=3 * LOOPS, jacobian_every=LOOPS)
+    for row in range(2):
+        gap = float((lens.logits(LOOPS, input=row) - logits[row]).abs().max())
+        assert gap < 1e-4, (row, gap)
+    assert torch.isfinite(lens.logits(3 * LOOPS, input=0)).all()
