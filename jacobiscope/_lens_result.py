@@ -103,12 +103,13 @@ class LoopLens:
         """The state ``X_loop`` of an input (after the intervention, in an intervened lens)."""
         return self.states[self._input(input)][self._loop(loop)]
 
-    def expansive_loop(self, input: int = 0) -> int | None:
-        """The first loop whose one-step expansion rate is above 0: a perturbation carried along the trajectory grows
-        there (None: it never does)."""
+    def expansive_loop(self, input: int = 0, window: int = 3) -> int | None:
+        """The first loop from which a perturbation carried along the trajectory grows: its one-step expansion rate
+        and the mean rate over it and the next ``window - 1`` loops are above 0 (None: it never does). Smoothed so that one
+        stretching step inside a contracting run does not count (`jacobiscope.diagnostics._loop_lens.first_expansive`)."""
         from .diagnostics._loop_lens import first_expansive
 
-        return first_expansive([float(r) for r in self.expansion_rate[self._input(input)]])
+        return first_expansive([float(r) for r in self.expansion_rate[self._input(input)]], window)
 
     def answer_flip_loop(self, input: int = 0) -> int:
         """The last loop at which any position's argmax changes (0: the answer never changes)."""
@@ -185,7 +186,7 @@ class LoopLens:
         done.axhline(1.0, color="0.4", ls=":", lw=1)
         expansive = self.expansive_loop(i)
         if expansive is not None:
-            done.axvline(expansive, color="tab:red", ls="-.", lw=1.2, label=f"first expansive at loop {expansive}")
+            done.axvline(expansive, color="tab:red", ls="-.", lw=1.2, label=f"expansive from loop {expansive} (3-loop mean rate > 0)")
         done.set_yscale("log")
         done.set_xlabel("loop t")
         done.set_ylabel("stretch per loop")

@@ -191,3 +191,17 @@ def test_bad_calls_are_refused_naming_the_fix():
         jacobiscope.loop_lens(bare)
     with pytest.raises(ArgumentError, match="top_k must be a positive int"):
         jacobiscope.loop_lens(looped, top_k=0)
+
+
+@pytest.mark.parametrize("rates, window, expected", [
+    ([-0.5, 0.2, -0.5, 0.3, 0.4, 0.1], 3, 3),      # one stretching step inside a contracting run does not count
+    ([-0.5, 0.2, -0.5, 0.3, 0.4, 0.1], 1, 1),      # window 1: the raw first positive rate
+    ([0.9, -0.1, -0.2, -0.3], 3, 0),               # mean over loops 0..2 is +0.2
+    ([-0.1, -0.1, 0.05], 3, 2),                    # the window shrinks at the end: the last loop alone
+    ([-0.1, float("nan"), -0.2], 3, None),         # never expansive; a missing rate is skipped
+    ([], 3, None),
+])
+def test_the_first_expansive_loop_is_judged_on_a_window_mean(rates, window, expected):
+    from jacobiscope.diagnostics._loop_lens import first_expansive
+
+    assert first_expansive(rates, window) == expected

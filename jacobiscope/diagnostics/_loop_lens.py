@@ -108,10 +108,27 @@ def loop_dynamics(looped, states, *, jacobian_every: int = 1, radius: bool = Tru
     return {"spectral_norm": norms, "spectral_radius": radii, "expansion_rate": rates}
 
 
-def first_expansive(rates) -> int | None:
-    """The first loop whose one-step expansion rate is above 0 (a perturbation carried along the trajectory grows
-    there: the map became expansive), or None when it never is."""
-    return next((t for t, rate in enumerate(rates) if isinstance(rate, (int, float)) and rate > 0), None)
+EXPANSIVE_WINDOW = 3
+
+
+def first_expansive(rates, window: int = EXPANSIVE_WINDOW) -> int | None:
+    """The first loop ``k`` from which a carried perturbation grows: loop ``k`` stretches it (rate above 0) and so do
+    the next ``window`` loops on average (the mean rate over ``k .. k + window - 1`` is above 0; None: never).
+
+    Smoothed because one loop's rate is noisy: a single stretching step inside a contracting run (or the first step
+    of a random tangent, not yet aligned with the growing direction) is not "the map became expansive". The window
+    shrinks at the end of the trajectory, so the last loops are judged on what is measured.
+
+    >>> first_expansive([-0.5, 0.2, -0.5, 0.3, 0.4, 0.1])
+    3
+    """
+    values = [float(rate) if isinstance(rate, (int, float)) else float("nan") for rate in rates]
+    window = max(1, int(window))
+    for start in range(len(values)):
+        chunk = [v for v in values[start:start + window] if v == v]
+        if values[start] > 0 and sum(chunk) / len(chunk) > 0:
+            return start
+    return None
 
 
 @dataclass
@@ -128,7 +145,8 @@ class LoopLensMeasurement(DiagnosticResult):
         expansion_rate: ``log ||J_t v_t||`` of the propagated unit tangent (> 0: the map stretches it at ``t``).
         step_size: ``||X_{t+1} - X_t|| / ||X_t||``, ``t = 0..loops - 1``.
         flip_loop: the last loop at which any position's argmax changes (0: never).
-        expansive_loop: the first loop whose expansion rate is above 0 (None: never).
+        expansive_loop: the first loop with a rate above 0 whose mean rate over it and the next 2 loops is too
+            (``first_expansive``; None: never).
     """
 
     entropy: list = field(default_factory=list)
