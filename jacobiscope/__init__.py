@@ -36,6 +36,7 @@ _EXPORTS = {
                  "register_recurrence", "map_source"),
     "_analyze": ("analyze", "describe", "LayerPlan", "LayerPlans"),
     "_depth": ("depth_dynamics", "DepthDynamics", "DepthResults"),
+    "_lens": ("loop_lens", "LoopLens", "intervene"),
     "dynamics._finite_time": ("finite_time_exponents", "FiniteTimeExponents"),
     "report": ("LayerResult", "Report"),
     "dynamics": ("LyapunovResult", "OscillationMeasures", "classify_dynamics", "kaplan_yorke_dimension",

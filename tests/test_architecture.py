@@ -18,7 +18,7 @@ LAYERS = (
     ("adapters",),
     ("diagnostics",),
     ("report",),
-    ("_analyze", "_analyze_describe", "_analyze_options", "_analyze_resume", "_plan", "_depth", "_per_example", "training", "recipes", "theory", "hub", "_hub_prepare",
+    ("_analyze", "_analyze_describe", "_analyze_options", "_analyze_resume", "_plan", "_depth", "_lens", "_lens_result", "_lens_run", "_per_example", "training", "recipes", "theory", "hub", "_hub_prepare",
      "_hub_files"),
     ("cli",),
 )

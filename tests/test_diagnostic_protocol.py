@@ -149,7 +149,7 @@ def every_builtin():
 
 
 BUILTINS = ("spectral_norm", "eigenvalues", "lyapunov", "clusters", "energy", "fixed_points", "halting", "loop_depth",
-            "regime")
+            "loop_lens", "regime")
 
 
 def test_the_builtins_are_all_covered():

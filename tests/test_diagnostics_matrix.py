@@ -450,9 +450,41 @@ def check_regime(case, result, states, jacobians):
                                                          rel=1e-6)
 
 
+def check_loop_lens(case, result, states, jacobians):
+    """The readout statistics against a direct torch computation; ||J_t||_2, the spectral radius and the
+    expansion rates of the seeded unit tangent against the dense Jacobians."""
+    if case.readout is None:
+        assert result is None and any("loop_lens needs a readout" in flag for flag in case.row.flags)
+        return
+    with torch.no_grad():
+        logits = torch.stack([case.readout(state).to(F64) for state in states])
+    log_p = torch.log_softmax(logits.reshape(len(states), -1, logits.shape[-1]), -1)
+    entropy = [float(-(lp.exp() * lp).sum(-1).mean()) for lp in log_p]
+    kl_final = [float((log_p[-1].exp() * (log_p[-1] - lp)).sum(-1).mean()) for lp in log_p]
+    kl_prev = [None] + [float((log_p[t - 1].exp() * (log_p[t - 1] - log_p[t])).sum(-1).mean())
+                        for t in range(1, len(states))]
+    assert result.entropy == pytest.approx(entropy, rel=1e-6, abs=1e-12)
+    assert result.kl_final == pytest.approx(kl_final, rel=1e-6, abs=1e-12)
+    assert result.kl_prev[0] is None and result.kl_prev[1:] == pytest.approx(kl_prev[1:], rel=1e-6, abs=1e-12)
+    argmax = log_p.argmax(-1)
+    flips = [t for t in range(1, len(states)) if bool((argmax[t] != argmax[t - 1]).any())]
+    assert result.flip_loop == (flips[-1] if flips else 0)
+    tangent = torch.randn(states[0].numel(), generator=torch.Generator().manual_seed(SETTINGS["seed"]), dtype=F64)
+    tangent = tangent / tangent.norm()
+    for t, dense in enumerate(jacobians):  # lens_every=1: every loop sampled
+        pushed = dense @ tangent.to(dense)
+        assert result.expansion_rate[t] == pytest.approx(math.log(float(pushed.norm())), rel=1e-6, abs=1e-9), t
+        tangent = pushed / pushed.norm()
+        sigma = float(torch.linalg.svdvals(dense)[0])
+        assert result.spectral_norm[t] <= sigma * (1 + 1e-9)  # a Ritz value: a lower bound, within tol 1e-3
+        assert result.spectral_norm[t] == pytest.approx(sigma, rel=1e-3)
+        assert result.spectral_radius[t] == pytest.approx(float(torch.linalg.eigvals(dense).abs().max()), rel=1e-4)
+
+
 CHECKS = {"spectral_norm": check_spectral_norm, "eigenvalues": check_eigenvalues, "lyapunov": check_lyapunov,
           "clusters": check_clusters, "energy": check_energy, "fixed_points": check_fixed_points,
-          "halting": check_halting, "loop_depth": check_loop_depth, "regime": check_regime}
+          "halting": check_halting, "loop_depth": check_loop_depth, "loop_lens": check_loop_lens,
+          "regime": check_regime}
 
 #: cells that fail for a bug in a module this test's owner does not edit: (diagnostic, kind) -> the bug
 KNOWN_BUGS: dict = {}
@@ -542,7 +574,8 @@ def test_the_same_map_as_T_H_1_T_H_batch_dims_and_protocol_gives_the_same_number
         assert_same_rows(reference_row, cases(kind)[0].row, names)
     assert_same_rows(reference_row, cases("batch_of_one")[0].row, ["loop_depth"])
     bare = cases("callable")[0].row  # no readout and no drive: the rest is the same, exits included
-    assert_same_rows(reference_row, bare, [name for name in names if name not in ("energy", "halting")])
+    assert_same_rows(reference_row, bare, [name for name in names
+                                           if name not in ("energy", "halting", "loop_lens")])
     assert [rule["exits"] for rule in bare.diagnostic("halting").rules] == [
         rule["exits"] for rule in reference_row.diagnostic("halting").rules]
 
@@ -553,8 +586,8 @@ def test_a_native_loop_gives_the_numbers_of_its_step_on_T_H_states():
     case = cases("native")[0]
     step = case.step
     twin = measured(lambda x: step(x.unsqueeze(0))[0], case.x0[0], MODEL_LOOPS,
-                    [name for name in list_diagnostics() if name not in ("loop_depth",)])
-    names = [name for name in list_diagnostics() if name not in ("loop_depth", "halting")]
+                    [name for name in list_diagnostics() if name not in ("loop_depth", "loop_lens")])
+    names = [name for name in list_diagnostics() if name not in ("loop_depth", "halting", "loop_lens")]
     assert_same_rows(case.row, twin, names)
     native, bare = case.row.diagnostic("halting"), twin.diagnostic("halting")
     assert native.tokens == bare.tokens == 4 and native.max_change == pytest.approx(bare.max_change, rel=1e-9)

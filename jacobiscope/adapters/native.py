@@ -21,7 +21,8 @@ Three ways a model tells jacobiscope its recurrence, tried in this order:
    "x0": the state entering the first iteration, "loops": the configured iteration count}`` (optionally
    ``"description"``, for the loop-depth sweep ``"readout"``: state -> logits, ``"quality"``: state -> score, and
    for a state with a batch axis ``"batch_dims"``: leading dimensions of independent trajectories (default 0),
-   ``"drive"``: state -> ``Y_t`` for the pseudo-energy, ``"eta"``: the step size). Plain torch: the model needs no
+   ``"drive"``: state -> ``Y_t`` for the pseudo-energy, ``"eta"``: the step size, ``"gate"``: state -> the
+   probability of exiting there, for a model with an early-exit gate). Plain torch: the model needs no
    jacobiscope import (the reference solvers, `jacobiscope.models`, speak it).
 2. ``loop_map(input_ids)`` returning a `LoopedMap` (a model written for jacobiscope): recurrence ``"loop"``.
 3. **A family spec**: ``adapters/<family>.json`` with a ``"recurrences"`` entry, either data (a shared module
@@ -66,6 +67,7 @@ class Recurrence:
     batch_dims: int = 0  # leading dimensions of the state that index independent trajectories
     drive: Callable | None = None  # state -> Y_t, for the pseudo-energy
     eta: float | None = None  # the step size of the loop, when it has one
+    gate: Callable | None = None  # state -> exit probability (an early-exit gate: Ouro), as looped.meta['gate']
 
 
 # model_type -> {recurrence name: builder(model, model_kwargs) -> Recurrence}; the first name is the default.
@@ -147,6 +149,8 @@ def native_loop(model, inputs, recurrence: str | None = None) -> LoopedMap:
     info = looped.info
     info.mode, info.layer, info.recurrence, info.loops = "loop", 0, name, found.loops
     info.description, info.readout, info.quality, info.eta = found.description, found.readout, found.quality, found.eta
+    if callable(getattr(found, "gate", None)):  # the loop lens reads it (diagnostics/_loop_lens.gate_function)
+        looped.meta["gate"] = found.gate
     if protocol:
         _probe(owner, looped, found)
     return looped
@@ -178,7 +182,7 @@ def _from_loop_map(model, kwargs: dict, owner: str) -> LoopedMap:
 
 
 #: The keys a protocol model's ``jacobiscope_recurrence`` may return (the first three are required).
-PROTOCOL_KEYS = ("step", "x0", "loops", "description", "readout", "quality", "batch_dims", "drive", "eta")
+PROTOCOL_KEYS = ("step", "x0", "loops", "description", "readout", "quality", "batch_dims", "drive", "eta", "gate")
 
 
 def _declared_names(model, declared) -> list[str]:
@@ -236,11 +240,12 @@ def _checked(owner: str, found: "Recurrence", *, user_code: bool) -> "Recurrence
         raise AdapterError(f"{owner}: 'loops'={loops} is over the budget of {limit} loops (analyze and loop_depth "
                            f"sweep up to the configured depth) — return the model's real iteration count, or raise "
                            f"the budget with JACOBISCOPE_MAX_LOOPS={loops}")
-    for key in ("readout", "quality", "drive"):
+    for key in ("readout", "quality", "drive", "gate"):
         value = getattr(found, key)
         if value is not None and not callable(value):
             what = {"readout": "state -> logits", "quality": "state -> a number (higher is better)",
-                    "drive": "state -> Y_t (a tensor like the state)"}[key]
+                    "drive": "state -> Y_t (a tensor like the state)",
+                    "gate": "state -> exit probability (per token, or one number)"}[key]
             raise AdapterError(f"{owner}: {key!r} must be a callable {what}, or absent, got {_shown(value)} — "
                                f"return a function, or leave {key!r} out")
     description = found.description
@@ -259,7 +264,7 @@ def _checked(owner: str, found: "Recurrence", *, user_code: bool) -> "Recurrence
         raise AdapterError(f"{owner}: 'eta' must be a number (the loop's step size), got {_shown(eta)} — return e.g. "
                            "'eta': self.config.eta, or leave it out")
     return Recurrence(found.name, found.step, x0, as_int(loops), description, found.readout, found.quality,
-                      as_int(batch_dims), found.drive, None if eta is None else float(eta))
+                      as_int(batch_dims), found.drive, None if eta is None else float(eta), found.gate)
 
 
 def _probe(owner: str, looped: LoopedMap, found: "Recurrence") -> None:
@@ -332,7 +337,7 @@ def _recurrence(model, name: str, kwargs: dict) -> Recurrence:
                                "step, x0 and loops")
         return Recurrence(name, given["step"], given["x0"], given["loops"], given.get("description", ""),
                           given.get("readout"), given.get("quality"), given.get("batch_dims", 0), given.get("drive"),
-                          given.get("eta"))
+                          given.get("eta"), given.get("gate"))
     return _family_builders(_model_type(model))[name](model, kwargs)
 
 

@@ -10,11 +10,13 @@ from ._energy import Energy
 from ._fixed_points import FixedPoints
 from ._halting import Halting
 from ._loop_depth import LoopDepth
+from ._loop_lens import LoopLensDiagnostic
 from ._lyapunov import Lyapunov
 from ._regime import Regime
 from ._spectral_norm import SpectralNorm
 
-BUILTIN = (SpectralNorm(), Eigenvalues(), Lyapunov(), Clusters(), Energy(), FixedPoints(), Halting(), LoopDepth(), Regime())
+BUILTIN = (SpectralNorm(), Eigenvalues(), Lyapunov(), Clusters(), Energy(), FixedPoints(), Halting(), LoopDepth(), LoopLensDiagnostic(),
+           Regime())
 BUILTIN_NAMES = tuple(d.name for d in BUILTIN)
 
 for _diagnostic in BUILTIN:
