@@ -34,7 +34,7 @@ import logging
 import torch
 
 from ._lens_result import LoopLens
-from ._lens_run import run_lens
+from ._lens_run import lens_maps, run_lens
 from ._validation import nonnegative_int, seed_int
 from .errors import ArgumentError
 
@@ -107,25 +107,25 @@ def intervene(model, inputs=None, *, at_loop: int, replace=None, interpolate=Non
                             f"{chosen or 'none'} — pass e.g. noise=0.1")
     at_loop, seed = nonnegative_int(at_loop, "at_loop"), seed_int(seed)
     kind = chosen[0]
-    donor = _donor(model, inputs, at_loop, from_input, lens_options.get("recurrence")) if kind == "from_input" else None
+    maps = lens_maps(model, inputs, lens_options.get("recurrence"))
+    donor = _donor(maps, at_loop, from_input) if kind == "from_input" else None
 
     def patch_for(index, looped):
         return _patch(kind, replace, interpolate, noise, donor, seed + index)
 
-    lens = run_lens(model, inputs, loops, patch_for=patch_for, patch_loop=at_loop, seed=seed, **lens_options)
+    lens = run_lens(model, inputs, loops, patch_for=patch_for, patch_loop=at_loop, seed=seed, maps=maps, **lens_options)
     lens.intervention = {"at_loop": at_loop, "kind": kind, "noise": noise, "from_input": from_input,
                          "alpha": interpolate[1] if kind == "interpolate" else None}
     if baseline:
-        lens.baseline = run_lens(model, inputs, loops, seed=seed, **lens_options)
+        lens.baseline = run_lens(model, inputs, loops, seed=seed, maps=maps, **lens_options)
     logger.info("intervention %s at loop %d read out over %d loops", kind, at_loop, lens.loops)
     return lens
 
 
-def _donor(model, inputs, at_loop, from_input, recurrence):
-    """Input ``from_input``'s own (unpatched) state at ``at_loop``."""
-    from ._lens_run import lens_maps, trajectory
+def _donor(maps, at_loop, from_input):
+    """Input ``from_input``'s own (unpatched) state at ``at_loop``, on the maps the patched run uses."""
+    from ._lens_run import trajectory
 
-    maps = lens_maps(model, inputs, recurrence)
     if isinstance(from_input, bool) or not isinstance(from_input, int) or not 0 <= from_input < len(maps):
         raise ArgumentError(f"from_input must be an input index in 0..{len(maps) - 1}, got {from_input!r} — pass "
                             "the row of inputs whose state to take")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Mapping
 
 import torch
 
@@ -34,7 +35,7 @@ def lens_maps(model, inputs, recurrence):
     if inputs is None:
         raise ArgumentError("loop_lens needs the model's inputs — pass a dict of model(**inputs) keyword arguments "
                             "or an input_ids tensor")
-    kwargs = dict(inputs) if isinstance(inputs, dict) else {"input_ids": inputs}
+    kwargs = dict(inputs) if isinstance(inputs, Mapping) else {"input_ids": inputs}
     ids = kwargs.get("input_ids")
     rows = int(ids.shape[0]) if isinstance(ids, torch.Tensor) and ids.dim() >= 2 else 1
     out = []
@@ -112,9 +113,12 @@ def read_one(looped, states: list, loops: int, top_k: int):
 
 
 def run_lens(model, inputs, loops, *, recurrence=None, top_k=5, jacobian_every=1, spectral_radius=True,
-             dynamics=True, keep_logits=True, seed=0, patch_for=None, patch_loop=None, labels=None) -> LoopLens:
+             dynamics=True, keep_logits=True, seed=0, patch_for=None, patch_loop=None, labels=None,
+             maps=None) -> LoopLens:
     """The lens over every input (see `jacobiscope.loop_lens`); ``patch_for(index, looped) -> patch`` (or None)
-    gives the intervention of each input at ``patch_loop``."""
+    gives the intervention of each input at ``patch_loop``; ``maps``: those of `lens_maps` when already built (an
+    intervention's patched run, its baseline and its donor share them, so a model that draws a random initial state
+    per forward, Huginn, starts all three from the same one)."""
     from .diagnostics._loop_lens import loop_dynamics
 
     top_k, jacobian_every, seed = positive_int(top_k, "top_k"), positive_int(jacobian_every, "jacobian_every"), \
@@ -122,7 +126,7 @@ def run_lens(model, inputs, loops, *, recurrence=None, top_k=5, jacobian_every=1
     for name, flag in (("spectral_radius", spectral_radius), ("dynamics", dynamics), ("keep_logits", keep_logits)):
         if not isinstance(flag, bool):
             raise ArgumentError(f"{name} must be True or False, got {flag!r} — pass {name}=False to skip it")
-    maps = lens_maps(model, inputs, recurrence)
+    maps = maps if maps is not None else lens_maps(model, inputs, recurrence)
     configured = maps[0][1].info.loops
     loops = checked_loops(loops, configured)
     if patch_loop is not None and patch_loop > loops:

@@ -125,3 +125,20 @@ def test_bad_interventions_are_refused_naming_the_fix():
         jacobiscope.intervene(model, IDS, at_loop=1, from_input=2, loops=3)
     with pytest.raises(ArgumentError, match="shaped like the state"):
         jacobiscope.intervene(model, IDS, at_loop=1, replace=torch.zeros(3), loops=3, dynamics=False)
+
+
+def test_a_model_with_a_random_initial_state_patches_and_baselines_the_same_run():
+    """Huginn draws its initial state at random on every forward: the patched run, its baseline and the donor
+    share one draw, so noise=0 reproduces the baseline bit for bit and from_input hands over the baseline's state
+    (before the fix each ran its own draw)."""
+    from mimics.huginn_mimic import RavenConfig, RavenForCausalLM
+
+    torch.manual_seed(0)
+    model = RavenForCausalLM(RavenConfig(n_embd=16, n_heads=2, n_layers=4, vocab_size=40, intermediate_size=32,
+                                         n_layers_in_prelude=1, n_layers_in_recurrent_block=2, n_layers_in_coda=1,
+                                         mean_recurrence=3)).eval()
+    same = jacobiscope.intervene(model, IDS, at_loop=1, noise=0.0, loops=4, baseline=True, dynamics=False)
+    assert torch.equal(same.state(4, input=1), same.baseline.state(4, input=1))
+    moved = jacobiscope.intervene(model, IDS, at_loop=2, from_input=1, loops=4, baseline=True, dynamics=False)
+    assert torch.equal(moved.state(2, input=0), moved.baseline.state(2, input=1))
+    assert not torch.allclose(moved.baseline.state(2, input=0), moved.baseline.state(2, input=1))

@@ -205,3 +205,17 @@ def test_the_first_expansive_loop_is_judged_on_a_window_mean(rates, window, expe
     from jacobiscope.diagnostics._loop_lens import first_expansive
 
     assert first_expansive(rates, window) == expected
+
+
+def test_a_tokenizers_batch_encoding_is_taken_as_the_models_keyword_arguments():
+    """A tokenizer's output is a BatchEncoding (a mapping, not a dict): the lens and native_loop read it as the
+    keyword arguments, with the same numbers as the plain dict (it was taken for token ids: InputError)."""
+    model, configured = albert()
+    encoded = transformers.BatchEncoding({"input_ids": IDS, "attention_mask": torch.ones_like(IDS)})
+    plain = jacobiscope.loop_lens(model, dict(encoded), loops=configured, dynamics=False)
+    lens = jacobiscope.loop_lens(model, encoded, loops=configured, dynamics=False)
+    assert torch.equal(lens.logits(configured), plain.logits(configured))
+    with torch.no_grad():
+        own = model(**encoded).logits
+    assert float((lens.logits(configured, input=1) - own[1]).abs().max()) < 1e-4
+    assert jacobiscope.native_loop(model, encoded).meta["loops"] == configured

@@ -19,6 +19,7 @@ the reference solvers included). On exit, also on an error or KeyboardInterrupt,
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Iterator
 
@@ -230,7 +231,7 @@ def _on_device(kwargs: dict, model) -> dict:
 def own_examples(model, inputs) -> list[ModelInputs]:
     """One example per input for a model with its own loop: a tensor is split along its first dimension; anything
     else goes through the model's ``loop_inputs`` (the reference solvers turn puzzle strings into ids)."""
-    if isinstance(inputs, dict) and isinstance(inputs.get("input_ids"), torch.Tensor):
+    if isinstance(inputs, Mapping) and isinstance(inputs.get("input_ids"), torch.Tensor):
         inputs = inputs["input_ids"]  # a batch as a training loop holds it: the loop takes its ids
     if isinstance(inputs, torch.Tensor):
         tensor = inputs if inputs.dim() >= 2 else inputs.unsqueeze(0)

@@ -124,7 +124,7 @@ def native_loop(model, inputs, recurrence: str | None = None) -> LoopedMap:
 
     Raises `AdapterError` naming what the model offers when it has no recurrence or not the one asked for.
     """
-    kwargs = dict(inputs) if isinstance(inputs, dict) else {"input_ids": inputs}
+    kwargs = dict(inputs) if isinstance(inputs, Mapping) else {"input_ids": inputs}
     offered = list_recurrences(model)
     if not offered:
         raise AdapterError(
