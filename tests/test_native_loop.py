@@ -183,3 +183,12 @@ def test_albert_masked_lm_reads_out_through_its_mlm_head():
         jacobiscope.native_loop(transformers.AlbertForMaskedLM(transformers.AlbertConfig(
             vocab_size=40, embedding_size=8, hidden_size=12, num_hidden_layers=4, num_attention_heads=2,
             intermediate_size=24, num_hidden_groups=2)), kwargs)
+
+
+def test_list_recurrences_by_model_type_names_the_families_and_refuses_an_unknown_type():
+    assert jacobiscope.list_recurrences("ouro") == ["loop"]
+    assert jacobiscope.list_recurrences("huginn_raven") == ["loop"]
+    assert jacobiscope.list_recurrences("hrm_text") == ["L", "H", "cycle"]
+    assert jacobiscope.list_recurrences("llama") == []          # a known, non-looped type: nothing to loop
+    with pytest.raises(jacobiscope.errors.AdapterError, match=r"'huginn'.*did you mean 'huginn_raven'"):
+        jacobiscope.list_recurrences("huginn")

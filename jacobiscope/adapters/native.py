@@ -96,6 +96,27 @@ def _family_builders(model_type: str) -> dict[str, Callable]:
     return builders
 
 
+def looped_model_types() -> list[str]:
+    """Every model type with a built-in recurrence (transformers' looped families and the remote-code ones)."""
+    from . import _recurrences  # noqa: F401 - the shipped families register themselves on first use
+    from .spec import shipped_recurrence_specs
+
+    return sorted(set(_BUILDERS) | set(shipped_recurrence_specs()))
+
+
+def _check_model_type(model_type: str) -> None:
+    from transformers import CONFIG_MAPPING
+
+    from .spec import shipped_adapter_specs
+
+    looped = looped_model_types()
+    known = set(looped) | set(CONFIG_MAPPING.keys()) | {
+        kind for spec in shipped_adapter_specs().values() for kind in getattr(spec, "model_types", ())}
+    if model_type not in known:
+        raise AdapterError(f"no model type {model_type!r} is known here{did_you_mean(model_type, looped)} — pass a "
+                           f"loaded model or one of the looped families: {', '.join(looped)}")
+
+
 def _model_type(model_or_type) -> str:
     if isinstance(model_or_type, str):
         return model_or_type
@@ -103,8 +124,19 @@ def _model_type(model_or_type) -> str:
 
 
 def list_recurrences(model_or_model_type) -> list[str]:
-    """The recurrences a model (or a model type) offers, default first; empty when it has none."""
-    if not isinstance(model_or_model_type, str):
+    """The recurrences a model (or a model type) offers, default first; empty when it has none.
+
+    Example::
+
+        >>> import jacobiscope
+        >>> jacobiscope.list_recurrences("ouro"), jacobiscope.list_recurrences("gpt2")
+        (['loop'], [])
+
+    A string that names no model type known here (neither a looped family nor a transformers model type) is
+    refused, with the closest looped family."""
+    if isinstance(model_or_model_type, str):
+        _check_model_type(model_or_model_type)
+    else:
         declared = getattr(model_or_model_type, "jacobiscope_recurrences", None)
         if declared is not None and not (isinstance(declared, (tuple, list)) and not declared):
             return _declared_names(model_or_model_type, declared)
