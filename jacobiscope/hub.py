@@ -8,6 +8,7 @@ installed package, and an ``auto_map``, so Hub users without jacobiscope can loa
 """
 from __future__ import annotations
 
+import json
 import logging
 import os
 from pathlib import Path
@@ -165,7 +166,6 @@ def load_pretrained(name_or_path, *, trust_remote_code: bool = False, strict: bo
     text = os.fspath(name_or_path)
     if not isinstance(text, str):
         raise HubError(f"load_pretrained expected a str path, got {type(text).__name__} — pass a str or pathlib.Path")
-    from transformers import AutoModel
 
     from . import models  # noqa: F401 - registers the Sudoku models with AutoModel
 
@@ -197,9 +197,10 @@ def load_pretrained(name_or_path, *, trust_remote_code: bool = False, strict: bo
     want_info = bool(kwargs.pop("output_loading_info", False))
     allow_sizes = bool(kwargs.pop("ignore_mismatched_sizes", False))
     shown = _shown(folder) if local else text
+    auto = _auto_class(folder if local else None)
     try:
-        model, info = AutoModel.from_pretrained(path, trust_remote_code=trust_remote_code, use_safetensors=True,
-                                                output_loading_info=True, ignore_mismatched_sizes=True, **kwargs)
+        model, info = auto.from_pretrained(path, trust_remote_code=trust_remote_code, use_safetensors=True,
+                                           output_loading_info=True, ignore_mismatched_sizes=True, **kwargs)
     except HubError:
         raise
     except (OSError, ValueError, RuntimeError, KeyError) as error:
@@ -219,6 +220,23 @@ def load_pretrained(name_or_path, *, trust_remote_code: bool = False, strict: bo
     _check_dtypes(model, weight_files)
     _check_finite(model, weight_files, shown)
     return (model, info) if want_info else model
+
+
+def _auto_class(folder: Path | None):
+    """`AutoModel`, or `AutoModelForCausalLM` for a looped causal LM saved with its head (HRM-Text, Dory, Inkling-2
+    loop, Ouro, ...: ``architectures`` names a ``...ForCausalLM`` of a family with a built-in recurrence), so its
+    readout — the head the loop lens and the task evaluation read through — is loaded too."""
+    from transformers import AutoModel, AutoModelForCausalLM
+
+    from .adapters.native import looped_model_types
+
+    try:
+        config = json.loads((folder / "config.json").read_text()) if folder is not None else {}
+    except (OSError, ValueError):
+        return AutoModel  # _check_model_folder has named the problem already; AutoModel keeps the old behaviour
+    architectures = config.get("architectures") if isinstance(config, dict) else None
+    causal = isinstance(architectures, list) and any(str(name).endswith("ForCausalLM") for name in architectures)
+    return AutoModelForCausalLM if causal and config.get("model_type") in looped_model_types() else AutoModel
 
 
 def prepare_for_hub(source, destination=None) -> Path:

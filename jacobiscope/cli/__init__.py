@@ -49,7 +49,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         args.argv = argv  # the command that continues an interrupted run repeats it
-        from ._commands import HANDLERS
+        if args.handler.startswith("tasks_"):
+            from ._task_commands import TASK_HANDLERS as HANDLERS
+        else:
+            from ._commands import HANDLERS
 
         return HANDLERS[args.handler](args)
     except SystemExit as done:  # --help and --version

@@ -297,7 +297,7 @@ def _subparser(commands, name: str, help_text: str, description: str | None = No
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The full ``jacobiscope`` parser (demo, analyze, sudoku train/eval, hub list/prepare/push)."""
+    """The full ``jacobiscope`` parser (demo, analyze, sudoku train/eval, hub list/prepare/push, tasks list/eval)."""
     from .. import __version__
 
     parser = _Parser(prog="jacobiscope", formatter_class=_HelpFormatter,
@@ -314,6 +314,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_analyze(commands)
     _add_sudoku(commands)
     _add_hub(commands)
+    from ._task_commands import add_tasks_parser  # light: no torch, no transformers (--help stays instant)
+
+    add_tasks_parser(commands)
     return parser
 
 

@@ -1,4 +1,5 @@
-"""Benchmark data for looped-transformer experiments: Sudoku (solver, generator, metrics, loaders).
+"""Benchmark data for looped-transformer experiments: Sudoku (solver, generator, metrics, loaders) and seeded text
+tasks for looped language models (`tasks`, imported on first use).
 
 Example::
 
@@ -16,8 +17,19 @@ from .sudoku import (
 
 __all__ = [
     "sudoku",
+    "tasks",
     "SudokuError",
     "SudokuDataNotFoundError",
     "SudokuFileError",
     "UnsolvableSudokuError",
 ]
+
+
+def __getattr__(name: str):
+    # `tasks` is imported on first use (PEP 562): reading Sudoku data does not pay for the text tasks.
+    if name == "tasks":
+        import importlib
+        module = importlib.import_module(".tasks", __name__)
+        globals()[name] = module
+        return module
+    raise AttributeError(f"module 'jacobiscope.data' has no attribute {name!r}")

@@ -21,6 +21,12 @@ _EXPORTS = {
     "solved_from_sudoku_eval": "._per_example",
     "point_biserial": "._per_example",
     "PerExample": "._per_example",
+    "evaluate_task": ".recipes._looped_lm_eval",
+    "TaskEvaluation": ".recipes._looped_lm_eval",
+    "load_looped_lm": ".recipes._looped_lm_eval_checks",
+    "LoopedLMRecipe": ".recipes.looped_lm",
+    "train_looped_lm": ".recipes.looped_lm",
+    "ship_looped_lm": ".recipes._looped_lm_shipping",
 }
 
 __all__ = sorted(_EXPORTS)

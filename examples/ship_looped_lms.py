@@ -1,0 +1,97 @@
+"""Publish the trained looped LMs as checkpoint folders under hub_configs/ — how the shipped folders were made.
+
+    python examples/ship_looped_lms.py                     # every run below whose best/ exists
+    python examples/ship_looped_lms.py --only dory-addition --runs /work/runs32
+
+Each run's ``best`` folder (weights chosen on the run's validation set) is copied, measured on fresh instances
+(`jacobiscope.recipes._looped_lm_shipping.ship_looped_lm`: accuracy per loop count 1..4x the trained depth on 500
+in-range and 500 harder instances, the dynamics at the trained depth on 8), and written with its card, atomically.
+Then ``benchmarks/looped_lms.py`` draws the figure and prints the RESULTS.md rows.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from jacobiscope.recipes._looped_lm_shipping import ship_looped_lm
+
+FAMILIES = {
+    "hrm_text": "HRM-Text (transformers' `HrmTextForCausalLM`): two stacks, z_L <- L(z_L + z_H) L_cycles times then "
+                "z_H <- H(z_H + z_L), H_cycles times, prefix-LM attention over the prompt",
+    "dory": "Dory (transformers' `DoryForCausalLM`, nGPT-style normalized layers): input layers once, the shared "
+            "recurrent layers looped `n_recurrent_loops` times with the input section's output re-injected, output "
+            "layers once",
+    "inkling2_loop": "Inkling-2 loop (transformers' `Inkling2LoopForCausalLM`, mixture-of-experts layers): the "
+                     "looped layer range run `loop_num_passes` times, later passes reading gated messages from the "
+                     "previous one",
+}
+
+TASKS = {
+    "addition5": "5-digit addition `a+b=` with the sum written most-significant digit first (6 digits); the level "
+                 "is the longest carry chain, so a harder instance needs a longer carry propagated through the "
+                 "same fixed-width text",
+    "addition": "8-digit addition, the level the longest carry chain",
+    "reachability": "the number of hops from s to t in a small graph given as an edge list",
+}
+
+#: run folder name -> shipped short name (runs absent on this machine are skipped)
+RUNS = {
+    "looped-lm-hrm-text-addition": "hrm-text-addition",
+    "looped-lm-dory-addition": "dory-addition",
+    "looped-lm-inkling2-loop-addition": "inkling2-loop-addition",
+    "looped-lm-dory-addition-shallow": "dory-addition-shallow",
+}
+#: The issue's bar: a checkpoint below it at its trained depth on in-range instances is not shipped.
+MIN_EXACT_MATCH = 0.90
+
+
+def training_loops(recipe: dict) -> str:
+    low, high = recipe.get("loops_min"), recipe.get("loops_max")
+    if low is not None and high is not None and high > low:
+        return f"a loop count drawn uniformly from {low}-{high} for every batch (trained depth {recipe['loops']})"
+    return f"a FIXED loop count of {recipe['loops']} (the trained depth)"
+
+
+def description(recipe: dict) -> str:
+    family = FAMILIES.get(recipe.get("family"), recipe.get("family"))
+    task = TASKS.get(recipe.get("task"), recipe.get("task"))
+    return (f"{family}; hidden size {recipe.get('hidden_size')}. Trained from scratch on CPU with "
+            f"`jacobiscope.recipes.looped_lm` on {task}, at {training_loops(recipe)}, with EMA weights and the "
+            "checkpoint chosen on fresh validation instances.")
+
+
+def limitations(recipe: dict) -> list[str]:
+    return ["A small model trained for minutes on one CPU thread on one synthetic task; it knows nothing else.",
+            "Harder-than-trained instances keep the input length fixed, so they test depth, not length "
+            "generalization.",
+            f"Why this run: {recipe.get('extra', {}).get('why', '-')}"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", default="/work/runs32", help="the folder holding the run folders")
+    parser.add_argument("--only", default=None, help="ship only this short name")
+    parser.add_argument("--n", type=int, default=500)
+    args = parser.parse_args()
+    for run, name in RUNS.items():
+        best = Path(args.runs) / run / "best"
+        if (args.only and name != args.only) or not (best / "model.safetensors").is_file():
+            continue
+        chosen = json.loads((best / "validation.json").read_text()) if (best / "validation.json").is_file() else {}
+        if chosen.get("exact_match", 1.0) < MIN_EXACT_MATCH:
+            print(f"not shipping {name}: its best validation exact match is {chosen['exact_match']:.3f} "
+                  f"< {MIN_EXACT_MATCH}")
+            continue
+        recipe = json.loads((best.parent / "recipe.json").read_text())
+        summary_path = best.parent / "train_summary.json"
+        training = json.loads(summary_path.read_text()) if summary_path.is_file() else {}
+        folder = ship_looped_lm(best, name, description=description(recipe), limitations=limitations(recipe),
+                                n=args.n, training=training)
+        results = json.loads((folder / "results.json").read_text())
+        print(f"shipped {name}: {100 * results['train']['accuracy'][str(results['configured'])]:.1f}% at its "
+              f"trained depth {results['configured']} -> {folder}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,166 @@
+"""Train the looped language models of `examples/recipes/looped-lm-*.json` (HRM-Text, Dory, Inkling-2 loop on
+fixed-width addition), resumably, one CPU thread each.
+
+    python examples/train_looped_lms.py --out runs/looped-lm                    # every recipe, one after another
+    python examples/train_looped_lms.py --out runs/looped-lm --only looped-lm-dory-addition
+    python examples/train_looped_lms.py --out runs/looped-lm --parallel 2       # two at a time, the rest queued
+    python examples/train_looped_lms.py --list
+    python examples/train_looped_lms.py --out runs/looped-lm --keep      # copy each run's resume state into git
+    python examples/train_looped_lms.py --out runs/looped-lm --restore   # put kept states back, then rerun to resume
+
+Each recipe trains into ``<out>/<name>/`` (checkpoints, ``validation_history.json``, ``best/``, ``final/``,
+``final_ema/``; a log in ``<out>/<name>.log`` with ``--parallel``). Rerunning the same command resumes every run from
+its newest complete checkpoint and continues bit-exactly; a finished run is reported, not trained again. A run is
+locked while it trains (a second process on the same folder stops at once with FolderBusyError).
+
+``--keep`` copies what resuming needs (the newest complete checkpoint, ``recipe.json``, ``checkpoint_format.json``,
+``validation_history.json``, ``best/``) to ``examples/recipes/resume/<name>/`` to commit; ``--restore`` copies it
+back into a run folder that has no newer checkpoint, so the next session continues where this one stopped.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RECIPES = ROOT / "examples" / "recipes"
+STORE = RECIPES / "resume"
+KEEP = ("recipe.json", "checkpoint_format.json", "validation_history.json", "best")
+
+
+def recipe_paths() -> dict[str, Path]:
+    """``name -> recipe file`` of every looped-LM recipe shipped in examples/recipes."""
+    return {path.stem: path for path in sorted(RECIPES.glob("looped-lm-*.json"))}
+
+
+def train_one(name: str, out: Path) -> dict:
+    """Train (or resume, or report) the run ``name`` into ``out/name``."""
+    import torch
+
+    from jacobiscope.recipes.looped_lm import LoopedLMRecipe, train_looped_lm
+
+    torch.set_num_threads(1)
+    recipe = LoopedLMRecipe.from_json(recipe_paths()[name])
+    return train_looped_lm(recipe, out / name)
+
+
+def run_parallel(names: list[str], out: Path, parallel: int) -> None:
+    """Train ``names`` in child processes, at most ``parallel`` at once (the rest start as others finish); each child
+    logs to ``out/<name>.log``."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", HF_HUB_OFFLINE="1")
+    queue, running = list(names), {}
+    while queue or running:
+        while queue and len(running) < parallel:
+            name = queue.pop(0)
+            log = open(out / f"{name}.log", "a")
+            command = [sys.executable, __file__, "--out", str(out), "--only", name]
+            running[name] = (subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env), log)
+            print(f"started {name} (pid {running[name][0].pid}), log {out / f'{name}.log'}", flush=True)
+        time.sleep(10)
+        for name, (process, log) in list(running.items()):
+            if process.poll() is not None:
+                log.close()
+                print(f"{name} ended with exit code {process.returncode}", flush=True)
+                del running[name]
+
+
+def _newest(run: Path) -> Path | None:
+    import warnings
+
+    from jacobiscope.recipes._sudoku_callbacks import _latest_checkpoint
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a save still being written is expected while the run trains
+        newest = _latest_checkpoint(run, needs_average=any(run.glob("checkpoint-*/ema.safetensors")))
+    return Path(newest) if newest else None
+
+
+def _step(run: Path) -> int:
+    newest = _newest(run) if run.is_dir() else None
+    return int(newest.name.split("-")[-1]) if newest else -1
+
+
+def keep(names: list[str], out: Path) -> None:
+    """Copy each run's resume state to examples/recipes/resume/<name>/ (replacing the previous copy)."""
+    import shutil
+
+    for name in names:
+        run, newest = out / name, _newest(out / name) if (out / name).is_dir() else None
+        if newest is None:
+            print(f"{name}: no complete checkpoint yet, nothing kept")
+            continue
+        target, partial = STORE / name, STORE / f".{name}.partial"
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir(parents=True)
+        shutil.copytree(newest, partial / newest.name)
+        for item in KEEP:
+            source = run / item
+            if source.is_dir():
+                shutil.copytree(source, partial / item)
+            elif source.is_file():
+                shutil.copy2(source, partial / item)
+        shutil.rmtree(target, ignore_errors=True)
+        partial.rename(target)
+        print(f"{name}: kept {newest.name} in {target}")
+
+
+def restore(names: list[str], out: Path) -> None:
+    """Copy kept resume states back into run folders that hold no newer checkpoint."""
+    import shutil
+
+    for name in names:
+        kept, run = STORE / name, out / name
+        if not kept.is_dir():
+            continue
+        if _step(run) >= _step(kept):
+            print(f"{name}: {run} is as new as the kept state or newer, left as it is")
+            continue
+        run.mkdir(parents=True, exist_ok=True)
+        for item in kept.iterdir():
+            destination = run / item.name
+            if destination.is_dir():
+                shutil.rmtree(destination)
+            (shutil.copytree if item.is_dir() else shutil.copy2)(item, destination)
+        print(f"{name}: restored step {_step(run)} into {run}")
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=str(ROOT / "runs" / "looped-lm"), help="folder of the run folders")
+    parser.add_argument("--only", nargs="*", help="recipe names (default: all)")
+    parser.add_argument("--parallel", type=int, default=0, help="train in this many child processes at once")
+    parser.add_argument("--list", action="store_true", help="list the recipes and exit")
+    parser.add_argument("--keep", action="store_true", help="copy each run's resume state into examples/recipes/resume")
+    parser.add_argument("--restore", action="store_true", help="put kept resume states back into --out")
+    args = parser.parse_args(argv)
+    known = recipe_paths()
+    if args.list:
+        for name, path in known.items():
+            print(name, json.loads(path.read_text()).get("extra", {}).get("why", ""))
+        return
+    names = args.only or list(known)
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise SystemExit(f"unknown recipe(s) {unknown} — use some of {list(known)}")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if args.keep or args.restore:
+        (keep if args.keep else restore)(names, out)
+        return
+    if args.parallel:
+        run_parallel(names, out, args.parallel)
+        return
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    for name in names:
+        summary = train_one(name, out)
+        print(name, json.dumps(summary), flush=True)
+
+
+if __name__ == "__main__":
+    main()

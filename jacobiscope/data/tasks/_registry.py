@@ -1,0 +1,53 @@
+"""The named tasks: `get_task` and `list_tasks`.
+
+Example::
+
+    >>> from jacobiscope.data.tasks import get_task, list_tasks
+    >>> list_tasks()
+    ['addition', 'addition5', 'reachability']
+    >>> get_task("addition").train_levels
+    (0, 4)
+"""
+from __future__ import annotations
+
+import difflib
+
+from ...errors import ArgumentError
+from ._addition import AdditionTask
+from ._base import Task
+from ._reachability import ReachabilityTask
+
+__all__ = ["get_task", "list_tasks"]
+
+_FACTORIES = {
+    "addition": AdditionTask,
+    # The size the looped LMs of this package are trained on (CPU budget): 5 digits, chains of 0-2 carries in
+    # training, 3-5 held out.
+    "addition5": lambda: AdditionTask(digits=5, train_max=2, name="addition5"),
+    "reachability": ReachabilityTask,
+}
+
+
+def list_tasks() -> list[str]:
+    """The names `get_task` knows, sorted."""
+    return sorted(_FACTORIES)
+
+
+def get_task(name: str) -> Task:
+    """The task called ``name`` (its default size; build `AdditionTask` / `ReachabilityTask` for other sizes).
+
+    Example::
+
+        >>> from jacobiscope.data.tasks import get_task
+        >>> get_task("additon")
+        Traceback (most recent call last):
+        ...
+        jacobiscope.errors.ArgumentError: unknown task 'additon' — pass one of ['addition', 'addition5', 'reachability'] (did you mean 'addition'?)
+    """
+    if isinstance(name, Task):
+        return name
+    if not isinstance(name, str) or name not in _FACTORIES:
+        close = difflib.get_close_matches(str(name), list(_FACTORIES), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ArgumentError(f"unknown task {name!r} — pass one of {list_tasks()}{hint}")
+    return _FACTORIES[name]()

@@ -1,0 +1,184 @@
+"""The text tasks of looped language models: answers against the independent solver, seeded determinism, harder
+levels measured harder on the instance, the encoding, and hostile arguments."""
+import random
+
+import pytest
+import torch
+
+from jacobiscope.data import tasks
+from jacobiscope.data.tasks import (
+    AdditionTask, ReachabilityTask, TaskExample, encode, exact_match, get_task, list_tasks, task_tokenizer
+)
+from jacobiscope.errors import ArgumentError
+
+TASKS = list_tasks()
+
+
+def _sum_reference(prompt):
+    # Schoolbook addition digit by digit, least significant first: a third way to the answer (solve uses int()).
+    a, b = prompt[:-1].split("+")
+    digits, carry = [], 0
+    for da, db in zip(reversed(a), reversed(b)):
+        total = int(da) + int(db) + carry
+        digits.append(str(total % 10))
+        carry = total // 10
+    return str(carry) + "".join(reversed(digits))
+
+
+def _hops_reference(prompt):
+    # Breadth-first search over the edge list: a different algorithm from the task's walk.
+    graph, query = prompt[:-1].split("|")
+    edges = {}
+    for pair in graph.split(","):
+        edges.setdefault(pair[0], []).append(pair[1])
+    frontier, seen, hops = {query[0]}, {query[0]}, 0
+    while frontier:
+        if query[2] in frontier:
+            return hops
+        frontier = {y for x in frontier for y in edges.get(x, [])} - seen
+        seen |= frontier
+        hops += 1
+    return None
+
+
+def test_list_and_get():
+    assert TASKS == ["addition", "addition5", "reachability"]
+    for name in TASKS:
+        task = get_task(name)
+        assert task.name == name
+        assert task.train_levels[1] < task.harder_levels[0]
+
+
+@pytest.mark.parametrize("name", TASKS)
+def test_answers_match_the_solver_and_the_levels_the_generator(name):
+    task = get_task(name)
+    examples = task.generate(400, levels=task.supported_levels, seed=7)
+    assert all(isinstance(ex, TaskExample) for ex in examples)
+    assert all(task.solve(ex.prompt) == ex.answer for ex in examples)
+    assert all(task.level_of(ex.prompt) == ex.level for ex in examples)
+    # Every level of the range shows up (drawn uniformly: 400 draws over <= 9 levels).
+    assert {ex.level for ex in examples} == set(range(task.supported_levels[0], task.supported_levels[1] + 1))
+    # The input length does not grow with the knob: harder is deeper, not longer.
+    assert len({len(ex.prompt) for ex in examples}) == 1
+    assert len({len(ex.answer) for ex in examples}) == 1
+
+
+def test_addition_against_schoolbook_addition():
+    task = get_task("addition")
+    for ex in task.generate(300, levels=task.supported_levels, seed=1) + get_task("addition5").generate(100, seed=1):
+        assert ex.answer == _sum_reference(ex.prompt)
+    # Hand-made carry chains: 3 ones below a 9-run, and a chain of the full width.
+    assert task.level_of("00000999+00000001=") == 3
+    assert task.level_of("99999999+00000001=") == 8
+    assert task.solve("99999999+00000001=") == "100000000"
+    assert task.level_of("12345678+11111111=") == 0
+
+
+def test_reachability_against_breadth_first_search():
+    task = get_task("reachability")
+    for ex in task.generate(300, levels=task.supported_levels, seed=2):
+        assert int(ex.answer) == _hops_reference(ex.prompt)
+    assert task.solve("ab,ba,cc,dd,ee,ff,gg,hh|a>c:") == "-"
+
+
+@pytest.mark.parametrize("name", TASKS)
+def test_seeded_and_prefix_stable(name):
+    task = get_task(name)
+    assert task.generate(50, seed=3) == task.generate(50, seed=3)
+    assert task.generate(50, seed=3) != task.generate(50, seed=4)
+    assert task.generate(50, seed=3)[:20] == task.generate(20, seed=3)
+
+
+@pytest.mark.parametrize("name", TASKS)
+def test_harder_levels_are_harder_on_the_instance(name):
+    task = get_task(name)
+    train = task.generate(200, seed=0)
+    harder = task.generate(200, levels=task.harder_levels, seed=0)
+    assert max(task.level_of(ex.prompt) for ex in train) <= task.train_levels[1]
+    assert min(task.level_of(ex.prompt) for ex in harder) >= task.harder_levels[0] > task.train_levels[1]
+
+
+def test_single_level_and_small_sizes():
+    task = AdditionTask(digits=4)
+    assert {ex.level for ex in task.generate(30, levels=3, seed=0)} == {3}
+    small = ReachabilityTask(nodes=5, train_max=2)
+    assert (small.train_levels, small.harder_levels) == ((1, 2), (3, 4))
+    assert all(small.level_of(ex.prompt) == 4 for ex in small.generate(20, levels=4))
+
+
+def test_encode_supervises_answer_and_eos_only():
+    tok = task_tokenizer()
+    examples = get_task("addition").generate(3, seed=0) + get_task("reachability").generate(2, seed=0)
+    batch = encode(examples, tok)
+    assert batch["input_ids"].shape == (5, 1 + 28 + 1 + 1)
+    for i, ex in enumerate(examples):
+        n = 1 + len(ex.prompt) + len(ex.answer) + 1
+        ids = batch["input_ids"][i]
+        assert ids[0] == tok.bos_token_id and ids[n - 1] == tok.eos_token_id
+        assert (ids[n:] == tok.pad_token_id).all() and batch["attention_mask"][i].sum() == n
+        assert tok.decode(ids[1:n - 1]) == ex.prompt + ex.answer
+        supervised = batch["labels"][i][batch["answer_mask"][i]]
+        assert tok.decode(supervised[:-1]) == ex.answer and supervised[-1] == tok.eos_token_id
+    assert encode(examples, tok, max_length=40)["input_ids"].shape == (5, 40)
+
+
+def test_exact_match_under_teacher_forcing():
+    tok = task_tokenizer()
+    batch = encode(get_task("addition").generate(4, seed=0), tok)
+    # Perfect logits: the next token's one-hot at every position.
+    nxt = torch.cat([batch["input_ids"][:, 1:], batch["input_ids"][:, :1]], dim=1)
+    logits = torch.nn.functional.one_hot(nxt, len(tok)).float()
+    assert exact_match(logits, batch["labels"]).tolist() == [True] * 4
+    last_answer = batch["answer_mask"][2].nonzero()[-1].item()   # the <eos> of row 2, predicted at last_answer - 1
+    logits[2, last_answer - 1] = torch.roll(logits[2, last_answer - 1], 1)
+    assert exact_match(logits, batch["labels"]).tolist() == [True, True, False, True]
+    # A wrong token in the prompt does not count: only supervised tokens do.
+    logits[0, 3] = torch.roll(logits[0, 3], 1)
+    assert exact_match(logits, batch["labels"]).tolist() == [True, True, False, True]
+
+
+def test_tokenizer_round_trip_offline(tmp_path):
+    from transformers import AutoTokenizer
+    tok = task_tokenizer()
+    tok.save_pretrained(tmp_path)
+    loaded = AutoTokenizer.from_pretrained(tmp_path)
+    text = "".join(random.Random(0).choice(tasks.CHARACTERS) for _ in range(50))
+    assert loaded(text)["input_ids"] == tok(text)["input_ids"] == [tasks.VOCAB[c] for c in text]
+    assert (loaded.pad_token_id, loaded.bos_token_id, loaded.eos_token_id) == (0, 1, 2)
+
+
+@pytest.mark.parametrize("call, words", [
+    (lambda: get_task("additon"), ["unknown task 'additon'", "did you mean 'addition'"]),
+    (lambda: get_task(3), ["unknown task 3", "pass one of"]),
+    (lambda: get_task("addition").generate(-1), ["n must be in [0,", "pass a count"]),
+    (lambda: get_task("addition").generate(2.5), ["n must be an int", "n=100"]),
+    (lambda: get_task("addition").generate(2, levels=9), ["levels 0..8", "levels=9", "harder_levels=(5, 8)"]),
+    (lambda: get_task("reachability").generate(2, levels=(0, 3)), ["levels 1..7", "pass levels inside (1, 7)"]),
+    (lambda: get_task("addition").generate(2, levels=(4, 2)), ["low > high", "levels=(2, 4)"]),
+    (lambda: get_task("addition").generate(2, levels="hard"), ["levels must be \"train\", \"harder\", an int or",
+                                                               "levels=(0, 4)"]),
+    (lambda: get_task("addition").generate(2, seed="x"), ["seed must be an int"]),
+    (lambda: get_task("addition").solve("12+34="), ["not a addition prompt", "8-digit"]),
+    (lambda: get_task("reachability").level_of("ab|a>b:"), ["not a reachability prompt", "one outgoing edge"]),
+    (lambda: AdditionTask(digits=1), ["digits must be an int in [2, 30]"]),
+    (lambda: ReachabilityTask(nodes=11), ["nodes must be an int in [3, 10]"]),
+    (lambda: encode([], task_tokenizer()), ["at least one example"]),
+    (lambda: encode([TaskExample("1+2=", "3", 0)], task_tokenizer(), max_length=3), ["max_length=3", ">= 7"]),
+    (lambda: encode([TaskExample("1 + 2=", "3", 0)], task_tokenizer()), ["outside the task vocabulary", "[' ']"]),
+    (lambda: encode(["1+2=3"], task_tokenizer()), ["examples[0] is str", "Task.generate"]),
+])
+def test_hostile_arguments_name_problem_and_fix(call, words):
+    with pytest.raises(ArgumentError) as info:
+        call()
+    message = str(info.value)
+    for word in words:
+        assert word in message, message
+    assert " — " in message
+
+
+def test_levels_by_name_are_the_tasks_train_and_harder_ranges():
+    task = get_task("addition5")
+    assert task.generate(20, levels="harder", seed=3) == task.generate(20, levels=task.harder_levels, seed=3)
+    assert task.generate(5, levels="train", seed=3) == task.generate(5, seed=3)
+    assert all(task.harder_levels[0] <= task.level_of(ex.prompt) <= task.harder_levels[1]
+               for ex in task.generate(20, levels="harder", seed=3))

@@ -1,0 +1,207 @@
+"""The looped-LM recipe: fields checked on construction, the loop knob each family reads at forward time, the data
+stream and its loop counts, a real Trainer run interrupted and resumed bit-exactly, and folders that plain
+transformers loads offline."""
+import json
+
+import pytest
+import torch
+import transformers
+
+from jacobiscope.data.tasks import encode, get_task, task_tokenizer
+from jacobiscope.errors import RecipeError
+from jacobiscope.recipes.looped_lm import (
+    FAMILIES, GeneratedTaskDataset, LoopedLMCollator, LoopedLMRecipe, build_model, exact_match_rate, get_loops,
+    set_loops, train_looped_lm,
+)
+
+TINY = dict(hidden_size=16, intermediate_size=32, num_heads=2, num_layers=1)
+
+
+def _tiny(family, **overrides):
+    return LoopedLMRecipe(**dict(TINY, family=family, **overrides))
+
+
+def _batch(n=3, task="addition"):
+    return encode(get_task(task).generate(n, seed=1), task_tokenizer())
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_the_loop_knob_sets_the_depth_of_the_next_forward(family):
+    """Setting the knob on a built model gives the logits of a model built with that depth (same weights)."""
+    torch.manual_seed(0)
+    model = build_model(_tiny(family, loops=2)).eval()
+    batch = _batch()
+    with torch.no_grad():
+        at_two = model(input_ids=batch["input_ids"], use_cache=False).logits
+        set_loops(model, 3)
+        at_three = model(input_ids=batch["input_ids"], use_cache=False).logits
+    torch.manual_seed(0)
+    reference = build_model(_tiny(family, loops=3)).eval()
+    reference.load_state_dict(model.state_dict())
+    with torch.no_grad():
+        expected = reference(input_ids=batch["input_ids"], use_cache=False).logits
+    assert get_loops(model) == 3 and get_loops(reference) == 3
+    assert (at_three - expected).abs().max() <= 1e-5
+    # The knob changed the computation (Inkling-2's message gates start tiny: a small but real change).
+    assert (at_three - at_two).abs().max() > 1e-6
+
+
+def test_exact_match_rate_restores_the_knob_and_mode():
+    model = build_model(_tiny("dory", loops=2)).train()
+    rate = exact_match_rate(model, _batch(4), loops=5)
+    assert 0.0 <= rate <= 1.0 and get_loops(model) == 2 and model.training
+
+
+def test_data_stream_is_a_pure_function_of_seed_and_index():
+    recipe = LoopedLMRecipe(task="reachability", seed=3)
+    data = GeneratedTaskDataset(recipe)
+    task = get_task("reachability")
+    items = [data[i] for i in (0, 1, 1000, len(data) - 1)]
+    assert items == [GeneratedTaskDataset(recipe)[i] for i in (0, 1, 1000, len(data) - 1)]
+    assert all(task.solve(item["prompt"]) == item["answer"] for item in items)
+    assert all(task.train_levels[0] <= item["level"] <= task.train_levels[1] for item in items)
+    assert data[0] != GeneratedTaskDataset(LoopedLMRecipe(task="reachability", seed=4))[0]
+    with pytest.raises(IndexError):
+        data[len(data)]
+
+
+def test_collator_draws_loop_counts_in_range_from_its_seed():
+    recipe = LoopedLMRecipe(loops=4, loops_min=2, loops_max=6, seed=5)
+    data = GeneratedTaskDataset(recipe)
+    collate = LoopedLMCollator(recipe)
+    draws = [collate([data[i], data[i + 1]])["loops"] for i in range(60)]
+    again = LoopedLMCollator(recipe)
+    assert draws == [again([data[i], data[i + 1]])["loops"] for i in range(60)]
+    assert set(draws) == {2, 3, 4, 5, 6}
+    fixed = LoopedLMCollator(LoopedLMRecipe(loops=3))
+    batch = fixed([data[0], data[1]])
+    assert batch["loops"] == 3 and "answer_mask" not in batch
+    assert (batch["labels"] != -100).sum() == 2 * (len(data[0]["answer"]) + 1)
+
+
+@pytest.mark.parametrize("fields, words", [
+    (dict(family="hrm-text"), ["family", "did you mean 'hrm_text'"]),
+    (dict(task="addtion"), ["task", "did you mean 'addition'"]),
+    (dict(hidden_size=30, num_heads=4), ["hidden_size=30 must be divisible by num_heads=4", "e.g. 32"]),
+    (dict(hidden_size=12, num_heads=4), ["must be even", "hidden_size=16"]),
+    (dict(loops_min=5, loops_max=2), ["loops_min <= loops_max", "swap them"]),
+    (dict(loops=0), ["loops must be an int in [1, 256]"]),
+    (dict(family="dory", inner_loops=2), ["inner_loops=2", "set inner_loops to 1"]),
+    (dict(num_experts=2, experts_per_token=3), ["experts_per_token=3", "num_experts=2"]),
+    (dict(learning_rate="1e-3"), ["learning_rate must be a number"]),
+])
+def test_recipe_fields_are_checked_on_construction(fields, words):
+    with pytest.raises(RecipeError) as info:
+        LoopedLMRecipe(**fields)
+    message = str(info.value)
+    assert all(word in message for word in words), message
+    assert " — " in message
+
+
+def test_recipe_file_round_trip_and_unknown_keys(tmp_path):
+    recipe = LoopedLMRecipe(family="hrm_text", inner_loops=2, loops_min=1, loops_max=5)
+    path = tmp_path / "recipe.json"
+    path.write_text(json.dumps(recipe.to_dict()))
+    assert LoopedLMRecipe.from_json(path) == recipe
+    path.write_text(json.dumps({"famliy": "dory"}))
+    with pytest.raises(RecipeError, match="did you mean 'family'"):
+        LoopedLMRecipe.from_json(path)
+    with pytest.raises(RecipeError, match="does not exist"):
+        LoopedLMRecipe.from_json(tmp_path / "missing.json")
+
+
+def _run_recipe(steps, family="dory", **overrides):
+    fields = dict(TINY, family=family, loops=2, loops_min=1, loops_max=3, batch_size=4, max_steps=steps,
+                  warmup_steps=0, save_steps=2, logging_steps=1, validation_examples=4, ema_beta=0.5, ema_every=1,
+                  ema_start=1, learning_rate=3e-3)
+    fields.update(overrides)
+    return LoopedLMRecipe(**fields)
+
+
+def _weights(folder):
+    from safetensors.torch import load_file
+
+    return load_file(str(folder / "model.safetensors"))
+
+
+def test_interrupted_and_resumed_run_continues_bit_exactly(tmp_path):
+    """4 steps in one go against 2 steps, then the same folder again with max_steps=4: the raw and EMA weights
+    are equal bit for bit (same batches, same loop counts, same average), and the change is recorded."""
+    torch.set_num_threads(1)
+    whole = train_looped_lm(_run_recipe(4), tmp_path / "whole")
+    train_looped_lm(_run_recipe(2), tmp_path / "split")
+    resumed = train_looped_lm(_run_recipe(4), tmp_path / "split")
+    assert resumed["resumed_from"].endswith("checkpoint-2") and resumed["steps"] == whole["steps"] == 4
+    assert resumed["recipe_changes"] == [{"field": "max_steps", "old": 2, "new": 4}]
+    for name in ("final", "final_ema"):
+        a, b = _weights(tmp_path / "whole" / name), _weights(tmp_path / "split" / name)
+        assert all(torch.equal(a[k], b[k]) for k in a), name
+    raw, ema = _weights(tmp_path / "whole" / "final"), _weights(tmp_path / "whole" / "final_ema")
+    assert max(float((raw[k] - ema[k]).abs().max()) for k in raw) > 1e-5   # the average is not the raw weights
+    history = json.loads((tmp_path / "split" / "validation_history.json").read_text())
+    assert [r["step"] for r in history] == [2, 4]
+    # Same folder, finished: reported, not trained again; a model change is refused with the fix.
+    assert train_looped_lm(_run_recipe(4), tmp_path / "split")["already_finished"] is True
+    with pytest.raises(RecipeError, match="hidden_size changed from 16 to 32.*set hidden_size back to 16"):
+        train_looped_lm(_run_recipe(6, hidden_size=32), tmp_path / "split")
+
+
+def _check_best_folder(run, tokenizer_check=True):
+    """best/ loads with plain transformers, offline, and holds the weights its marker names: the logits of the
+    checkpoint of that step (its raw weights, or its EMA file put into them) on fresh instances."""
+    from safetensors.torch import load_file
+
+    folder = run / "best"
+    model = transformers.AutoModelForCausalLM.from_pretrained(folder).eval()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
+    marker = json.loads((folder / "validation.json").read_text())
+    reference = type(model).from_pretrained(run / f"checkpoint-{marker['step']}").eval()
+    if marker["weights"] == "ema":
+        reference.load_state_dict(load_file(str(run / f"checkpoint-{marker['step']}" / "ema.safetensors")),
+                                  strict=False)
+    batch = encode(get_task("addition5").generate(3, seed=11), tokenizer)
+    assert batch["input_ids"][0, 0] == tokenizer.bos_token_id == 1
+    with torch.no_grad():
+        got = model(input_ids=batch["input_ids"], use_cache=False).logits
+        expected = reference(input_ids=batch["input_ids"], use_cache=False).logits
+    assert torch.equal(got, expected)
+    return model, marker
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", FAMILIES)
+def test_each_family_trains_and_its_folders_load_with_plain_transformers(tmp_path, family):
+    torch.set_num_threads(1)
+    summary = train_looped_lm(_run_recipe(4, family=family, loops=2, ema_start=1), tmp_path / "run")
+    assert summary["steps"] == 4
+    model, marker = _check_best_folder(tmp_path / "run")
+    assert get_loops(model) == 2 and type(model).__name__.lower().startswith(family.replace("_", "")[:4])
+    for name in ("final", "final_ema"):
+        loaded = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "run" / name)
+        assert get_loops(loaded) == 2
+        assert transformers.AutoTokenizer.from_pretrained(tmp_path / "run" / name).eos_token_id == 2
+
+
+def test_best_folder_loads_with_plain_transformers_offline(tmp_path):
+    from jacobiscope.recipes.looped_lm import validation_examples
+
+    torch.set_num_threads(1)
+    train_looped_lm(_run_recipe(2, save_steps=2, ema_start=1, task="addition5"), tmp_path / "run")
+    model, marker = _check_best_folder(tmp_path / "run")
+    assert type(model).__name__ == "DoryForCausalLM" and get_loops(model) == 2
+    # The marker's score is the loaded model's own exact match on the run's validation instances.
+    recipe = LoopedLMRecipe.from_json(tmp_path / "run" / "recipe.json")
+    check = encode(validation_examples(recipe), transformers.AutoTokenizer.from_pretrained(tmp_path / "run" / "best"))
+    assert exact_match_rate(model, check, 2) == marker["exact_match"]
+
+
+def test_shipped_recipes_are_valid_and_cover_the_three_families():
+    from pathlib import Path
+
+    folder = Path(__file__).resolve().parents[1] / "examples" / "recipes"
+    recipes = {path.stem: LoopedLMRecipe.from_json(path) for path in sorted(folder.glob("looped-lm-*.json"))}
+    assert {recipe.family for recipe in recipes.values()} == set(FAMILIES)
+    # Variety: at least one trained at random loop counts around its depth, one at a fixed depth.
+    ranges = [recipe.training_loops() for recipe in recipes.values()]
+    assert any(low < high for low, high in ranges) and any(low == high for low, high in ranges)
+    assert all(recipe.threads == 1 and recipe.task == "addition5" for recipe in recipes.values())
