@@ -101,3 +101,22 @@ def test_a_folder_still_being_shipped_is_not_a_checkpoint(tmp_path, monkeypatch)
         (tmp_path / folder / "config.json").write_text("{}")
     monkeypatch.setattr(hub, "shipped_folder", lambda name: tmp_path)
     assert sorted(hub.shipped_checkpoints()) == ["itrsa-x", "zoo/variant"]
+
+
+def test_a_looped_causal_lm_loads_with_its_head_and_other_models_as_before(tmp_path):
+    """A looped LM's readout is its head (the lens and the task evaluation read through it): a folder saved from
+    DoryForCausalLM loads as DoryForCausalLM with the saved head weights; a GPT-2 LM head model (not looped) still
+    loads as the bare GPT2Model."""
+    torch.manual_seed(0)
+    config = transformers.DoryConfig(vocab_size=30, hidden_size=16, intermediate_size=32, num_hidden_layers=3,
+                                     num_attention_heads=2, num_key_value_heads=1, head_dim=8, n_input_layers=1,
+                                     n_output_layers=1, n_recurrent_loops=2)
+    saved = transformers.DoryForCausalLM(config)
+    saved.save_pretrained(tmp_path / "dory")
+    loaded = jacobiscope.load_pretrained(tmp_path / "dory")
+    assert type(loaded).__name__ == "DoryForCausalLM"
+    assert torch.equal(loaded.lm_head.weight, saved.lm_head.weight)
+    gpt2 = transformers.GPT2LMHeadModel(transformers.GPT2Config(n_layer=1, n_embd=8, n_head=2, vocab_size=20,
+                                                               bos_token_id=0, eos_token_id=0))
+    gpt2.save_pretrained(tmp_path / "gpt2")
+    assert type(jacobiscope.load_pretrained(tmp_path / "gpt2")).__name__ == "GPT2Model"
