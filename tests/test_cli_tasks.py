@@ -86,7 +86,7 @@ def test_tasks_eval_prints_and_writes_the_python_apis_numbers(folders, tmp_path,
 
 @pytest.mark.parametrize("options, fragments", [
     (["--task", "additon"], ("--task 'additon' is not a task", "did you mean 'addition'?")),
-    ([], ("the following arguments are required: --task",)),
+    ([], ("records no task (no results.json naming one)", "pass --task NAME")),
     (["--task", "addition", "--loops", "0"], ("--loops: expected comma-separated loop counts >= 1 or spans A-B, "
                                               "got '0'", "e.g. 1,2,4,8 or 1-16")),
     (["--task", "addition", "--loops", "1,2.5"], ("--loops: expected comma-separated loop counts", "got '2.5'")),
@@ -133,3 +133,18 @@ def test_the_json_replaces_an_earlier_result_atomically(folders, tmp_path, capsy
                  "--out", str(out), "--quiet"]) == 0
     record = json.loads(out.read_text())
     assert len(record["puzzles"]["addition"]) == 3 and sorted(p.name for p in tmp_path.iterdir()) == ["eval.json"]
+
+
+def test_a_shipped_checkpoint_is_scored_on_its_recorded_task_when_task_is_left_out(folders, capsys):
+    """hrm-text-addition records addition5 in its results.json: leaving --task out scores that task (the same
+    table as naming it); a folder that records none needs --task, said in one line."""
+    argv = ["tasks", "eval", "hrm-text-addition", "--loops", "3", "--n", "16", "--quiet"]
+    assert main(argv) == 0
+    implicit = capsys.readouterr().out
+    assert main(argv + ["--task", "addition5"]) == 0
+    explicit = capsys.readouterr().out
+    strip = lambda text: re.sub(r", [0-9.]+ s$", "", text.strip())   # the wall time differs
+    assert strip(implicit) == strip(explicit) and "addition5 instances" in implicit
+    assert "100.0%" in implicit.splitlines()[1]                     # trained at depth 3: exact there
+    user_error(["tasks", "eval", str(folders / "dory"), "--n", "2"], capsys, "records no task",
+               "pass --task NAME")

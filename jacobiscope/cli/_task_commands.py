@@ -56,8 +56,8 @@ def add_tasks_parser(commands) -> None:
     evaluate = _subparser(task_commands, "eval", "exact-match accuracy of a looped LM (HRM-Text, Dory, Inkling-2 "
                           "loop) on fresh task instances per loop count, all read from one trajectory")
     evaluate.add_argument("model", help="a checkpoint folder (with its tokenizer) or a shipped name")
-    evaluate.add_argument("--task", required=True, help="the task, e.g. addition (see 'jacobiscope tasks list'; "
-                          "required)")
+    evaluate.add_argument("--task", default=None, help="the task, e.g. addition (see 'jacobiscope tasks list'; "
+                          "default: the task a shipped checkpoint records in its results.json)")
     evaluate.add_argument("--loops", type=loop_span_list, default=[1, 2, 4, 8], help="comma-separated loop counts "
                           "or spans (1-16): the model's own loop knob (H_cycles, n_recurrent_loops, loop_num_passes) "
                           "(default: 1,2,4,8)")
@@ -113,6 +113,23 @@ def _checked_task(args):
     return task, levels
 
 
+def _recorded_task(model: str) -> str:
+    """The task a shipped looped LM was trained and measured on (its results.json), for a --task left out."""
+    import json
+
+    from ..hub import locate_model
+
+    path = Path(locate_model(model)) / "results.json"
+    try:
+        task = json.loads(path.read_text()).get("task") if path.is_file() else None
+    except (OSError, ValueError, AttributeError):
+        task = None
+    if not isinstance(task, str):
+        raise UsageError(f"{model!r} records no task (no results.json naming one)",
+                         "pass --task NAME (see 'jacobiscope tasks list')")
+    return task
+
+
 def _checked_model(args) -> str:
     """The model's folder: a shipped name or a folder, a looped LM family with its tokenizer beside it (read from
     config.json and the file list; the weights are not loaded)."""
@@ -154,6 +171,8 @@ def tasks_eval(args) -> int:
     if args.n > MAX_INSTANCES:
         raise UsageError(f"--n {args.n:,} is over the budget of {MAX_INSTANCES:,} instances",
                          f"pass at most {MAX_INSTANCES}, e.g. --n 500")
+    if args.task is None:
+        args.task = _recorded_task(args.model)
     task, levels = _checked_task(args)
     location = _checked_model(args)
     _refuse_inside_inputs({"--out": args.out}, {"the model folder": location})
