@@ -172,6 +172,7 @@ def test_kaplan_yorke_dimension_cases():
     assert float(kaplan_yorke(torch.tensor([0.5, 0.1]), state_size=2)) == 2.0
 
 
+@pytest.mark.slow   # ~10 s: torch.compile's first compilation; keeps the default suite under 5 min on 2 cores
 def test_compiled_tangent_propagation_equals_eager(attention_map64):
     m = attention_map64
     for k in (1, 3):
