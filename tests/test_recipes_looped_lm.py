@@ -106,7 +106,7 @@ def test_recipe_file_round_trip_and_unknown_keys(tmp_path):
     path.write_text(json.dumps({"famliy": "dory"}))
     with pytest.raises(RecipeError, match="did you mean 'family'"):
         LoopedLMRecipe.from_json(path)
-    with pytest.raises(RecipeError, match="does not exist"):
+    with pytest.raises(FileNotFoundError, match="does not exist"):   # a PathError, as for every recipe
         LoopedLMRecipe.from_json(tmp_path / "missing.json")
 
 

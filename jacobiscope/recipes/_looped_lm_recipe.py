@@ -11,11 +11,7 @@ Example::
 """
 from __future__ import annotations
 
-import difflib
-import json
-import os
 from dataclasses import dataclass, field, fields
-from pathlib import Path
 
 from ..errors import RecipeError
 from ._looped_lm_eval_checks import LOOP_KNOBS as _EVAL_KNOBS
@@ -124,27 +120,12 @@ class LoopedLMRecipe:
 
     @classmethod
     def from_json(cls, path) -> "LoopedLMRecipe":
-        """Read a recipe file (UTF-8 JSON object of fields); problems are `RecipeError` naming the key and the fix."""
-        if isinstance(path, bytes) or not isinstance(path, (str, os.PathLike)):
-            raise RecipeError(f"LoopedLMRecipe.from_json expected a path, got {path!r} — pass e.g. 'recipe.json'")
-        file = Path(path).expanduser()
-        try:
-            data = json.loads(file.read_text(encoding="utf-8-sig"))
-        except FileNotFoundError:
-            raise RecipeError(f"recipe file {str(path)!r} does not exist — check the path") from None
-        except (OSError, ValueError) as error:
-            raise RecipeError(f"recipe file {str(path)!r} cannot be read as JSON ({error}) — fix the file, e.g. "
-                              '{"family": "dory", "task": "addition"}') from None
-        if not isinstance(data, dict):
-            raise RecipeError(f"recipe file {str(path)!r} holds a JSON {type(data).__name__}, not an object of "
-                              'fields — write e.g. {"family": "dory", "task": "addition"}')
-        known = [item.name for item in fields(cls)]
-        unknown = [key for key in data if key not in known]
-        if unknown:
-            hints = [f"{key!r} (did you mean {close[0]!r}?)" if (close := difflib.get_close_matches(key, known, n=1))
-                     else repr(key) for key in unknown]
-            raise RecipeError(f"recipe file {str(path)!r} has unknown key(s) {', '.join(hints)} — fix the key; the "
-                              f"fields are those of LoopedLMRecipe: {', '.join(known)}")
+        """Read a recipe file (UTF-8 JSON object of fields); problems are `RecipeError` (a missing file a
+        `jacobiscope.PathError`) naming the file, the key and the fix."""
+        from ._recipe_files import read_recipe_file
+
+        _, data = read_recipe_file(path, [item.name for item in fields(cls)], "LoopedLMRecipe",
+                                   '{"family": "dory", "task": "addition5"}')
         return cls(**data)
 
 

@@ -9,11 +9,7 @@ Example::
 """
 from __future__ import annotations
 
-import difflib
-import json
-import os
 from dataclasses import dataclass, field, fields
-from pathlib import Path
 
 from ..errors import RecipeError
 from ._sudoku_fields import RECIPE_FIELDS
@@ -166,47 +162,10 @@ class SudokuRecipe:
     def from_json(cls, path) -> "SudokuRecipe":
         """Read a recipe file (UTF-8 JSON, a byte-order mark allowed); every problem is a `RecipeError` (a missing
         file a `jacobiscope.PathError`) naming the file, the key and the fix."""
-        import errno
+        from ._recipe_files import read_recipe_file
 
-        from .._io import path_error
-
-        if isinstance(path, bytes) or not isinstance(path, (str, os.PathLike)) or not str(os.fspath(path)).strip():
-            raise RecipeError(f"SudokuRecipe.from_json expected the path of a recipe JSON file, got {path!r} — pass "
-                              "e.g. 'recipe.json'")
-        file = Path(path).expanduser()
-        if file.is_dir():
-            raise path_error(errno.EISDIR, f"recipe {str(path)!r} is a folder, not a recipe file — pass the JSON file "
-                                           "(a run folder's recipe is <folder>/recipe.json)")
-        try:
-            raw = file.read_bytes()
-        except FileNotFoundError:
-            raise path_error(errno.ENOENT, f"recipe file {str(path)!r} does not exist — check the path") from None
-        except OSError as error:
-            raise path_error(error.errno, f"recipe file {str(path)!r} cannot be read ({error.strerror or error}) — "
-                                          "check the path and its permissions") from None
-        try:
-            text = raw.decode("utf-8-sig")  # an editor's byte-order mark is not part of the JSON
-        except UnicodeDecodeError as error:
-            raise RecipeError(f"recipe file {str(path)!r} is not UTF-8 text (byte {error.start}) — save it as UTF-8 "
-                              "JSON") from None
-        try:
-            data = json.loads(text)
-        except ValueError as error:
-            where = f"line {error.lineno}, column {error.colno}: {error.msg}" if hasattr(error, "lineno") else str(error)
-            raise RecipeError(f"recipe file {str(path)!r} is not valid JSON ({where}) — fix the JSON, e.g. "
-                              '{"arch": "itrsa", "max_steps": 1000}') from None
-        if not isinstance(data, dict):
-            raise RecipeError(f"recipe file {str(path)!r} holds a JSON {type(data).__name__}, not an object of recipe "
-                              'fields — write e.g. {"arch": "itrsa", "max_steps": 1000}')
-        known = [f.name for f in fields(cls)]
-        unknown = [key for key in data if key not in known]
-        if unknown:
-            hints = []
-            for key in unknown:
-                close = difflib.get_close_matches(str(key), known, n=1)
-                hints.append(f"{key!r} (did you mean {close[0]!r}?)" if close else repr(key))
-            raise RecipeError(f"recipe file {str(path)!r} has unknown key(s) {', '.join(hints)} — fix the key; the "
-                              f"fields are those of SudokuRecipe: {', '.join(known)}")
+        file, data = read_recipe_file(path, [f.name for f in fields(cls)], "SudokuRecipe",
+                                      '{"arch": "itrsa", "max_steps": 1000}')
         recipe = cls(**data)
         recipe.source = file  # not a field: lets train_sudoku refuse an output folder that is this file
         return recipe

@@ -13,6 +13,7 @@ import dataclasses
 import operator
 import random
 
+from ..._validation import _is_int, seed_int
 from ...errors import ArgumentError
 
 __all__ = ["TaskExample", "Task", "MAX_EXAMPLES"]
@@ -70,7 +71,7 @@ class Task:
         """
         n = _count(n)
         low, high = self._levels(levels)
-        seed = _seed(seed)
+        seed = seed_int(seed)
         rng = random.Random(f"{self.name}:{low}:{high}:{seed}")
         out = []
         for _ in range(n):
@@ -113,16 +114,6 @@ class Task:
         return f"<Task {self.name!r} train_levels={self.train_levels} harder_levels={self.harder_levels}>"
 
 
-def _is_int(value) -> bool:
-    if isinstance(value, bool):
-        return False
-    try:
-        operator.index(value)
-    except TypeError:
-        return False
-    return True
-
-
 def _count(n) -> int:
     if not _is_int(n):
         raise ArgumentError(f"n must be an int (how many examples), got {n!r} — pass e.g. n=100")
@@ -130,12 +121,6 @@ def _count(n) -> int:
     if n < 0 or n > MAX_EXAMPLES:
         raise ArgumentError(f"n must be in [0, {MAX_EXAMPLES}], got {n} — pass a count of examples in that range")
     return n
-
-
-def _seed(seed) -> int:
-    if not _is_int(seed):
-        raise ArgumentError(f"seed must be an int, got {seed!r} — pass e.g. seed=0")
-    return operator.index(seed)
 
 
 def _bad_prompt(task: str, prompt, expected: str) -> ArgumentError:
