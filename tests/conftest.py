@@ -41,6 +41,20 @@ def autograd_jacobian(function, x):
     return J.reshape(x.numel(), x.numel())
 
 
+def check_spectral_norm_is_dense(looped, x, numel=None):
+    """jacobiscope.spectral_norm of ``looped`` at ``x`` equals the largest singular value of the dense autograd
+    Jacobian of its step (rel 1e-5), and is not trivially small; returns it."""
+    import jacobiscope
+
+    if numel is not None:
+        assert x.dtype == torch.float64 and x.numel() == numel
+    dense = autograd_jacobian(looped.step, x)
+    sigma = float(jacobiscope.spectral_norm(looped, x).value)
+    expected = float(torch.linalg.matrix_norm(dense, ord=2))
+    assert sigma == pytest.approx(expected, rel=1e-5) and expected > 0.1, (sigma, expected)
+    return sigma
+
+
 def launch_two_processes(script, timeout=300):
     """Run ``script`` under ``accelerate launch`` as two CPU (gloo) processes; the CompletedProcess is returned.
 

@@ -8,40 +8,17 @@
 """
 import pytest
 import torch
-import transformers
 
 import jacobiscope
 from jacobiscope.errors import ArgumentError
+from test_loop_lens import albert as _albert, dory as _dory, hrm as _hrm
 
 IDS = torch.tensor([[3, 5, 7, 9, 11, 2], [4, 6, 8, 10, 1, 12]])
 
 
-def albert():
-    torch.manual_seed(0)
-    config = transformers.AlbertConfig(vocab_size=40, embedding_size=8, hidden_size=12, num_hidden_layers=5,
-                                       num_attention_heads=2, intermediate_size=24)
-    return transformers.AlbertForMaskedLM(config).eval()
-
-
-def hrm():
-    torch.manual_seed(0)
-    config = transformers.HrmTextConfig(vocab_size=40, hidden_size=8, intermediate_size=16, num_hidden_layers=2,
-                                        num_attention_heads=2, head_dim=4, H_cycles=3, L_cycles=4,
-                                        max_position_embeddings=32)
-    model = transformers.HrmTextForCausalLM(config).eval()
-    with torch.no_grad():
-        model.base_model.z_L_init.normal_()
-    return model
-
-
-def dory():
-    torch.manual_seed(0)
-    config = transformers.DoryConfig(
-        vocab_size=40, hidden_size=16, intermediate_size=32, num_hidden_layers=5, num_attention_heads=2,
-        num_key_value_heads=1, head_dim=8, sliding_window=2, ngpt_alpha_init=0.4,
-        layer_types=["sliding_attention", "full_attention", "sliding_attention", "full_attention", "sliding_attention"],
-        n_input_layers=1, n_recurrent_layers=2, n_output_layers=2, n_recurrent_loops=3)
-    return transformers.DoryForCausalLM(config).eval()
+def _model(build):
+    """The loop-lens tests' tiny random model of a family (tests/test_loop_lens.py), without its depth."""
+    return build()[0]
 
 
 def same(a, b):
@@ -52,11 +29,11 @@ def same(a, b):
         assert torch.equal(getattr(a, name).nan_to_num(-7.0), getattr(b, name).nan_to_num(-7.0)), name
 
 
-@pytest.mark.parametrize("build", [hrm, dory])
+@pytest.mark.parametrize("build", [_hrm, _dory])
 def test_alpha_zero_and_noise_zero_reproduce_the_unpatched_run_exactly(build):
-    model = build()
+    model = _model(build)
     # the dynamics (Lanczos at loops 0 and 4) on the cheaper Dory; HRM-Text's states and readout only
-    options = dict(loops=4, jacobian_every=4, spectral_radius=False, dynamics=build is dory)
+    options = dict(loops=4, jacobian_every=4, spectral_radius=False, dynamics=build is _dory)
     ids = IDS[:1]
     plain = jacobiscope.loop_lens(model, ids, **options)
     other = plain.state(1)  # any state shaped like X_2: the run's own earlier one
@@ -71,7 +48,7 @@ def test_alpha_zero_and_noise_zero_reproduce_the_unpatched_run_exactly(build):
 
 
 def test_without_injection_another_inputs_state_makes_the_rest_of_the_run_that_inputs():
-    model, k = albert(), 2
+    model, k = _model(_albert), 2
     plain = jacobiscope.loop_lens(model, IDS, loops=8, jacobian_every=8, spectral_radius=False)
     patched = jacobiscope.intervene(model, IDS, at_loop=k, from_input=1, loops=8, jacobian_every=8,
                                     spectral_radius=False, baseline=True)
@@ -88,9 +65,9 @@ def test_without_injection_another_inputs_state_makes_the_rest_of_the_run_that_i
     assert torch.allclose(patched.kl_final[0, k:], plain.kl_final[1, k:], atol=1e-12)
 
 
-@pytest.mark.parametrize("build", [hrm, dory])
+@pytest.mark.parametrize("build", [_hrm, _dory])
 def test_an_injected_map_restarted_from_its_own_earlier_state_repeats_its_trajectory(build):
-    model, j, k = build(), 1, 3
+    model, j, k = _model(build), 1, 3
     plain = jacobiscope.loop_lens(model, IDS[:1], loops=8, dynamics=False)
     restarted = jacobiscope.intervene(model, IDS[:1], at_loop=k, replace=plain.state(j), loops=8, dynamics=False)
     for s in range(0, 9 - k):
@@ -104,7 +81,7 @@ def test_an_injected_map_restarted_from_its_own_earlier_state_repeats_its_trajec
 
 
 def test_noise_is_the_seeded_gaussian_scaled_by_the_states_rms():
-    model = dory()
+    model = _model(_dory)
     plain = jacobiscope.loop_lens(model, IDS[:1], loops=4, dynamics=False)
     noisy = jacobiscope.intervene(model, IDS[:1], at_loop=1, noise=0.1, seed=5, loops=4, dynamics=False)
     x = plain.state(1)
@@ -114,7 +91,7 @@ def test_noise_is_the_seeded_gaussian_scaled_by_the_states_rms():
 
 
 def test_bad_interventions_are_refused_naming_the_fix():
-    model = dory()
+    model = _model(_dory)
     with pytest.raises(ArgumentError, match="exactly one of"):
         jacobiscope.intervene(model, IDS, at_loop=1, noise=0.1, from_input=1, loops=3)
     with pytest.raises(ArgumentError, match="exactly one of"):

@@ -9,7 +9,7 @@ from torch import nn
 
 import jacobiscope
 from jacobiscope.adapters import AdapterError
-from conftest import check_loop_depth_readout
+from conftest import check_loop_depth_readout, check_spectral_norm_is_dense
 from mimics.huginn_mimic import RavenConfig, RavenForCausalLM
 
 LOOPS = 3
@@ -74,12 +74,7 @@ def test_huginn_step_jacobian_is_the_dense_autograd_jacobian():
     model = _huginn(torch.float64)
     looped = jacobiscope.native_loop(model, {"input_ids": torch.tensor([[3, 5, 7]])})
     x = looped.x0
-    assert x.dtype == torch.float64 and x.numel() == 48
-    dense = torch.autograd.functional.jacobian(looped.step, x).reshape(x.numel(), x.numel())
-    sigma = float(jacobiscope.spectral_norm(looped, x).value)
-    expected = float(torch.linalg.matrix_norm(dense, ord=2))
-    print("spectral norm:", sigma, "dense:", expected)
-    assert sigma == pytest.approx(expected, rel=1e-5) and expected > 0.1
+    check_spectral_norm_is_dense(looped, x, numel=48)
 
 
 def test_huginn_readout_is_coda_norm_and_head_and_feeds_analyze():

@@ -7,7 +7,7 @@ import torch
 
 import jacobiscope
 from jacobiscope.adapters import AdapterError
-from conftest import check_loop_depth_readout
+from conftest import check_loop_depth_readout, check_spectral_norm_is_dense
 from mimics.iquest_loop_mimic import IQuestLoopCoderConfig, IQuestLoopCoderForCausalLM
 
 LOOP_NUM = 4  # three applications of the step after the plain first pass
@@ -56,12 +56,7 @@ def test_iquest_step_jacobian_is_the_dense_autograd_jacobian():
     model = _iquest(torch.float64)
     looped = jacobiscope.native_loop(model, {"input_ids": torch.tensor([[3, 5, 7]])})
     x = looped.x0
-    assert x.dtype == torch.float64 and x.numel() == 48
-    dense = torch.autograd.functional.jacobian(looped.step, x).reshape(x.numel(), x.numel())
-    sigma = float(jacobiscope.spectral_norm(looped, x).value)
-    expected = float(torch.linalg.matrix_norm(dense, ord=2))
-    print("spectral norm:", sigma, "dense:", expected)
-    assert sigma == pytest.approx(expected, rel=1e-5) and expected > 0.1
+    check_spectral_norm_is_dense(looped, x, numel=48)
 
 
 def test_iquest_readout_is_the_models_logits_and_feeds_analyze():

@@ -8,7 +8,7 @@ from torch import nn
 
 import jacobiscope
 from jacobiscope.adapters import AdapterError
-from conftest import check_loop_depth_readout
+from conftest import check_loop_depth_readout, check_spectral_norm_is_dense
 from mimics.ouro_mimic import OuroConfig, OuroForCausalLM
 
 LOOPS = 3
@@ -65,12 +65,7 @@ def test_ouro_step_jacobian_is_the_dense_autograd_jacobian():
     model = _ouro(torch.float64)
     looped = jacobiscope.native_loop(model, {"input_ids": torch.tensor([[3, 5, 7]])})
     x = looped.trajectory(looped.x0, 1)[-1].detach()  # a normalized state, as every later step sees
-    assert x.dtype == torch.float64 and x.numel() == 48
-    dense = torch.autograd.functional.jacobian(looped.step, x).reshape(x.numel(), x.numel())
-    sigma = float(jacobiscope.spectral_norm(looped, x).value)
-    expected = float(torch.linalg.matrix_norm(dense, ord=2))
-    print("spectral norm:", sigma, "dense:", expected)
-    assert sigma == pytest.approx(expected, rel=1e-5) and expected > 0.1
+    check_spectral_norm_is_dense(looped, x, numel=48)
 
 
 def test_ouro_readout_is_the_models_logits_at_every_exit_and_feeds_analyze():
