@@ -144,22 +144,18 @@ def ship_looped_lm(source, name: str, *, description: str, limitations: list[str
     whole or not at all (built as ``<name>.staging``, renamed)."""
     from ..hub import load_pretrained
     from ._looped_lm_card import write_looped_lm_card
+    from .shipping import publish, staging_folder
 
     source = Path(source)
-    root = Path(__file__).resolve().parents[2] / "hub_configs"
-    folder = Path(destination) if destination is not None else root / name
-    staging = folder.with_name(folder.name + ".staging")
-    if staging.exists():
-        shutil.rmtree(staging)
-    staging.mkdir(parents=True)
-    for file in _FILES:
-        if (source / file).is_file():
-            shutil.copy2(source / file, staging / file)
     recipe_path = source.parent / "recipe.json"
     recipe = json.loads(recipe_path.read_text()) if recipe_path.is_file() else {}
     if recipe.get("validation_seed") in (SHIP_SEED, SHIP_SEED + 1, SHIP_SEED + 2):
         raise ValueError(f"the run chose its best checkpoint on seed {recipe['validation_seed']}, which the card "
                          "would measure on — train with another validation_seed")
+    folder, staging = staging_folder(name, destination)
+    for file in _FILES:
+        if (source / file).is_file():
+            shutil.copy2(source / file, staging / file)
     model = load_pretrained(staging).eval()
     task = recipe.get("task") or (training or {}).get("task")
     results, evaluations = measure_looped_lm(model, task, n=n, dynamics_instances=dynamics_instances)
@@ -169,9 +165,7 @@ def ship_looped_lm(source, name: str, *, description: str, limitations: list[str
     atomic_write_text(staging / "results.json", json.dumps(results, indent=1))
     write_looped_lm_card(staging, name=name, recipe=recipe, results=results, training=training or {},
                          description=description, limitations=limitations)
-    if folder.exists():
-        shutil.rmtree(folder)
-    staging.rename(folder)
+    publish(staging, folder)
     logger.info("shipped %s: %.1f%% at its trained depth %d", name,
                 100 * results["train"]["accuracy"][results["configured"]], results["configured"])
     return folder

@@ -15,7 +15,8 @@ import torch
 from .._io import atomic_write_text
 from ._scaling import scaling_section
 
-__all__ = ["measure_checkpoint", "write_model_card", "ship_checkpoint", "refresh_scaling_section", "CHECK_SLICE"]
+__all__ = ["measure_checkpoint", "write_model_card", "ship_checkpoint", "refresh_scaling_section", "CHECK_SLICE",
+           "staging_folder", "publish"]
 
 #: The fixed slice of the SATNet ID test set that the CI check re-measures: rows 9000-9199.
 CHECK_SLICE = 200
@@ -238,12 +239,7 @@ def ship_checkpoint(source, name: str, *, description: str, limitations: list[st
     from ..hub import load_pretrained
 
     source = Path(source)
-    root = Path(__file__).resolve().parents[2] / "hub_configs"
-    folder = Path(destination) if destination is not None else root / name
-    staging = folder.with_name(folder.name + ".staging")
-    if staging.exists():
-        shutil.rmtree(staging)
-    staging.mkdir(parents=True)
+    folder, staging = staging_folder(name, destination)
     shutil.copy2(source / "model.safetensors", staging / "model.safetensors")
     atomic_write_text(staging / "config.json", _shipped_config(source / "config.json"))
     model = load_pretrained(staging).eval()
@@ -256,10 +252,27 @@ def ship_checkpoint(source, name: str, *, description: str, limitations: list[st
     atomic_write_text(staging / "results.json", json.dumps(results, indent=1))
     write_model_card(staging, name=name, recipe=recipe, results=results, training=training or {},
                      description=description, limitations=limitations)
+    publish(staging, folder)
+    return folder
+
+
+def staging_folder(name: str, destination=None) -> tuple[Path, Path]:
+    """``(folder, staging)``: where checkpoint ``name`` is published (``hub_configs/<name>`` or ``destination``) and
+    the empty ``<folder>.staging`` it is built in first (`jacobiscope.hub.shipped_checkpoints` skips it)."""
+    root = Path(__file__).resolve().parents[2] / "hub_configs"
+    folder = Path(destination) if destination is not None else root / name
+    staging = folder.with_name(folder.name + ".staging")
+    if staging.exists():
+        shutil.rmtree(staging)
+    staging.mkdir(parents=True)
+    return folder, staging
+
+
+def publish(staging: Path, folder: Path) -> None:
+    """Replace ``folder`` by the finished ``staging``: the published folder appears whole or not at all."""
     if folder.exists():
         shutil.rmtree(folder)
-    staging.rename(folder)  # the published folder appears whole or not at all
-    return folder
+    staging.rename(folder)
 
 
 def _shipped_config(path: Path) -> str:
