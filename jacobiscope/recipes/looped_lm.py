@@ -29,6 +29,7 @@ from transformers import Trainer, TrainingArguments
 
 from .._io import atomic_write_text
 from ..errors import RecipeError
+from ..training._resume_at_end import StopAtMaxStepsMixin
 from ._looped_lm_callbacks import HISTORY_FILE, ValidationCallback, exact_match_rate, save_loadable
 from ._looped_lm_data import GeneratedTaskDataset, LoopedLMCollator, validation_examples
 from ._looped_lm_fields import FAMILIES, LOOPED_LM_FIELDS, WHY_REFUSED
@@ -44,7 +45,7 @@ __all__ = ["LoopedLMRecipe", "train_looped_lm", "build_model", "model_config", "
 logger = logging.getLogger(__name__)
 
 
-class LoopedLMTrainer(Trainer):
+class LoopedLMTrainer(StopAtMaxStepsMixin, Trainer):
     """A `Trainer` whose batches carry ``loops``: the model's loop knob is set to it for that forward, then put back
     to the trained depth (so every saved config.json says the trained depth)."""
 

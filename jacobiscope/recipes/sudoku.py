@@ -33,6 +33,7 @@ from transformers import Trainer, TrainingArguments
 
 from .._io import atomic_write_text
 from ..errors import RecipeError
+from ..training._resume_at_end import StopAtMaxStepsMixin
 from ._sudoku_callbacks import (
     DivergenceCallback, EMACallback, RandomStreamsCallback, TimeBudgetCallback, _AccuracyCallback,
     _declare_checkpoint_format, _latest_checkpoint,
@@ -292,9 +293,13 @@ def _dynamics_callback(recipe: SudokuRecipe, puzzles):
                             every_steps=recipe.dynamics_every)
 
 
+class _SudokuTrainer(StopAtMaxStepsMixin, Trainer):
+    """The plain Trainer, except that a run resumed from its last checkpoint trains no step past ``max_steps``."""
+
+
 def _training_arguments(recipe: SudokuRecipe, out_dir: Path, progress: bool):
     """``(TrainingArguments, Trainer class)`` for the recipe: the regularized pair when a regularizer weight is set."""
-    arguments_class, trainer_class, regularizer_options = TrainingArguments, Trainer, {}
+    arguments_class, trainer_class, regularizer_options = TrainingArguments, _SudokuTrainer, {}
     if recipe.regularized():
         from ..training import SpectralRegTrainer, SpectralRegTrainingArguments
 

@@ -31,6 +31,7 @@ from .regularizers import (
 _LAZY = {
     "SpectralRegTrainer": "trainer",
     "SpectralRegMixin": "trainer",
+    "StopAtMaxStepsMixin": "_resume_at_end",
     "SpectralRegTrainingArguments": "trainer",
     "LyapunovCallback": "callbacks",
     "PseudoEnergyCallback": "callbacks",
@@ -48,6 +49,7 @@ __all__ = [
     "SpectralRegTrainer",
     "SpectralRegTrainingArguments",
     "SpectralRegularizer",
+    "StopAtMaxStepsMixin",
     "attention_weights",
     "energy_penalty",
     "jacobian_spectral_penalty",

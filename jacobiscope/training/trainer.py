@@ -18,6 +18,7 @@ import torch
 from transformers import Trainer, TrainingArguments
 
 from ..errors import ArgumentError
+from ._resume_at_end import StopAtMaxStepsMixin
 from .regularizers import JacobianRegularizer, SpectralRegularizer, attention_weights, energy_penalty
 from .._validation import nonnegative_int, positive_int
 
@@ -384,7 +385,7 @@ class SpectralRegMixin:
                 "iteration restarts from fresh vectors.", UserWarning, stacklevel=2)
 
 
-class SpectralRegTrainer(SpectralRegMixin, Trainer):
+class SpectralRegTrainer(SpectralRegMixin, StopAtMaxStepsMixin, Trainer):
     """`transformers.Trainer` with the spectral, Jacobian and energy regularizers of `SpectralRegMixin`.
 
     Example::
