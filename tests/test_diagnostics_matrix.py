@@ -481,10 +481,30 @@ def check_loop_lens(case, result, states, jacobians):
         assert result.spectral_radius[t] == pytest.approx(float(torch.linalg.eigvals(dense).abs().max()), rel=1e-4)
 
 
+def check_depth_safety(case, result, states, jacobians):
+    """The forecast against dense Jacobian powers at the trained-depth state: ``D(m) = ||sum_k J^k delta|| /
+    ||x_T||`` with ``delta`` the last step up to the trained depth; the measured displacement from the reference
+    trajectory; a contraction settles."""
+    trained = case.trained if case.trained is not None and case.trained <= case.loops else case.loops
+    assert result.trained_loop == trained and result.horizon == 4 * trained
+    x, delta = states[trained].reshape(-1), (states[trained] - states[trained - 1]).reshape(-1)
+    jacobian, v, total, expected = jacobians[trained], delta, torch.zeros_like(delta), []
+    for _ in result.displacement_loops[: result.products]:
+        v = jacobian @ v
+        total = total + v
+        expected.append(float(total.norm() / x.norm()))
+    assert result.displacement[: result.products] == pytest.approx(expected, rel=1e-6, abs=1e-14)
+    measured_ = [float((states[t] - states[trained]).norm() / states[trained].norm())
+                 for t in range(trained + 1, case.loops + 1)]
+    assert result.measured_displacement == pytest.approx(measured_, rel=1e-9, abs=1e-14)
+    if case.toy:  # rates 0.6 and below: the steps shrink geometrically, the state stays within its threshold
+        assert result.word == "settling" and result.collapse_loop is None and result.rate < 0.61
+
+
 CHECKS = {"spectral_norm": check_spectral_norm, "eigenvalues": check_eigenvalues, "lyapunov": check_lyapunov,
           "clusters": check_clusters, "energy": check_energy, "fixed_points": check_fixed_points,
           "halting": check_halting, "loop_depth": check_loop_depth, "loop_lens": check_loop_lens,
-          "regime": check_regime}
+          "depth_safety": check_depth_safety, "regime": check_regime}
 
 #: cells that fail for a bug in a module this test's owner does not edit: (diagnostic, kind) -> the bug
 KNOWN_BUGS: dict = {}
@@ -568,11 +588,13 @@ def _words(value):
 
 def test_the_same_map_as_T_H_1_T_H_batch_dims_and_protocol_gives_the_same_numbers():
     """[T, H], [1, T, H] (batch_dims=0), batch_dims=1 and the protocol's [1, T, H]: one map, one row of numbers."""
-    names = [name for name in list_diagnostics() if name != "loop_depth"]  # the protocol says a trained depth
+    # the protocol says a trained depth: the diagnostics that read it differ there
+    names = [name for name in list_diagnostics() if name not in ("loop_depth", "depth_safety")]
     reference_row = cases("tokens")[0].row
     for kind in ("batch_of_one", "batch_dims", "protocol"):
         assert_same_rows(reference_row, cases(kind)[0].row, names)
-    assert_same_rows(reference_row, cases("batch_of_one")[0].row, ["loop_depth"])
+    for kind in ("batch_of_one", "batch_dims"):
+        assert_same_rows(reference_row, cases(kind)[0].row, ["loop_depth", "depth_safety"])
     bare = cases("callable")[0].row  # no readout and no drive: the rest is the same, exits included
     assert_same_rows(reference_row, bare, [name for name in names
                                            if name not in ("energy", "halting", "loop_lens")])
@@ -586,8 +608,10 @@ def test_a_native_loop_gives_the_numbers_of_its_step_on_T_H_states():
     case = cases("native")[0]
     step = case.step
     twin = measured(lambda x: step(x.unsqueeze(0))[0], case.x0[0], MODEL_LOOPS,
-                    [name for name in list_diagnostics() if name not in ("loop_depth", "loop_lens")])
-    names = [name for name in list_diagnostics() if name not in ("loop_depth", "halting", "loop_lens")]
+                    [name for name in list_diagnostics() if name not in ("loop_depth", "loop_lens", "depth_safety")])
+    # the native loop says its trained depth (depth_safety forecasts from it); the bare step does not
+    names = [name for name in list_diagnostics() if name not in ("loop_depth", "halting", "loop_lens",
+                                                                  "depth_safety")]
     assert_same_rows(case.row, twin, names)
     native, bare = case.row.diagnostic("halting"), twin.diagnostic("halting")
     assert native.tokens == bare.tokens == 4 and native.max_change == pytest.approx(bare.max_change, rel=1e-9)

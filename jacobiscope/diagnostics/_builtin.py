@@ -5,6 +5,7 @@ like a built-in is refused (not silently overwritten when the built-ins load lat
 """
 from ._base import _register_builtin
 from ._clusters import Clusters
+from ._depth_safety import DepthSafety
 from ._eigenvalues import Eigenvalues
 from ._energy import Energy
 from ._fixed_points import FixedPoints
@@ -15,8 +16,8 @@ from ._lyapunov import Lyapunov
 from ._regime import Regime
 from ._spectral_norm import SpectralNorm
 
-BUILTIN = (SpectralNorm(), Eigenvalues(), Lyapunov(), Clusters(), Energy(), FixedPoints(), Halting(), LoopDepth(), LoopLensDiagnostic(),
-           Regime())
+BUILTIN = (SpectralNorm(), Eigenvalues(), Lyapunov(), Clusters(), Energy(), FixedPoints(), Halting(), LoopDepth(),
+           LoopLensDiagnostic(), DepthSafety(), Regime())
 BUILTIN_NAMES = tuple(d.name for d in BUILTIN)
 
 for _diagnostic in BUILTIN:

@@ -1,5 +1,6 @@
 """Dynamical measurements of a looped map: Lyapunov spectrum, oscillation measures, pseudo-energy."""
 from .clusters import TokenOrderParameters, leading_axis_rotation, token_order_parameters
+from ._depth_forecast import DEPTH_WORDS, DepthForecast, forecast_depth
 from ._finite_time import FiniteTimeExponents, finite_time_exponents
 from .energy import pseudo_energy
 from ._norm_bound import NormBound, norm_bound
@@ -12,6 +13,9 @@ from .regime import REGIMES, Regime, RegimeVerdict, classify_dynamics
 
 __all__ = [
     "REGIMES",
+    "DEPTH_WORDS",
+    "DepthForecast",
+    "forecast_depth",
     "FiniteTimeExponents",
     "finite_time_exponents",
     "Regime",

@@ -94,11 +94,19 @@ def verdict_lines(report, *, max_label: int = 48) -> list[dict]:
         label = _single_line(str(row.input_label))
         outcome = _outcome_cell(row.outcome)
         lines.append({
-            "who": who, "label": label, "regime": row.regime, "words": plain_verdict(row),
+            "who": who, "label": label, "regime": row.regime, "words": plain_verdict(row) + _depth_words(row),
             "numbers": key_numbers(row), "outcome": "" if outcome == "-" else f"{outcome} at T={row.loops}",
             "reason": str(row.evidence.get("reason", "")) if isinstance(row.evidence, dict) else "",
             "flags": list(row.flags)})
     return lines
+
+
+def _depth_words(row) -> str:
+    """``"; past its trained depth (16) the loop is settling: ..."`` when the row carries a depth_safety result."""
+    from ..diagnostics import get_diagnostic
+
+    result = get_diagnostic("depth_safety").from_row(row) if "depth_safety" in row.results else None
+    return f"; {result.sentence()}" if hasattr(result, "sentence") else ""
 
 
 def verdict_text(report) -> str:

@@ -1,0 +1,205 @@
+"""Depth safety: is the loop settling, marginal or drifting at its trained depth, and at which loop would it leave?
+
+Example::
+
+    >>> import torch, jacobiscope
+    >>> A = torch.diag(torch.tensor([0.5, 1.05], dtype=torch.float64))
+    >>> looped = jacobiscope.LoopedMap(lambda x: x @ A)
+    >>> looped.info.loops = 8                                           # the trained depth
+    >>> row = jacobiscope.measure(looped, torch.tensor([1.0, 1e-3], dtype=torch.float64), loops=32,
+    ...                           diagnostics=["depth_safety"], options={"depth_safety_threshold": 1.0})
+    >>> result = row.results["depth_safety"]
+    >>> result.word, result.collapse_loop, result.measured_collapse_loop   # forecast from loops 0-8; then measured
+    ('drifting', 23, 23)
+
+The forecast reads the trajectory up to the trained depth only (`jacobiscope.dynamics.forecast_depth`: the last
+step propagated by the Jacobian there); loops measured beyond it are used only to report the displacement that
+actually happened beside the forecast, so a run to 4x the trained depth checks its own forecast.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from ._base import Diagnostic, MeasureContext, Option
+from ._result import DiagnosticResult
+
+#: Relative RMS displacement from the trained-depth state that counts as leaving it: set on the calibration models
+#: of benchmarks/depth_safety.py (see benchmarks/RESULTS.md, "Depth safety"), tested on the others.
+DEFAULT_THRESHOLD = 0.5
+DEFAULT_HORIZON_FACTOR = 4
+
+
+@dataclass
+class DepthSafetyMeasurement(DiagnosticResult):
+    """The depth forecast of one trajectory (`jacobiscope.dynamics.DepthForecast`), and what was measured.
+
+    ``word`` (settling / marginal / drifting), ``collapse_loop`` (the loop at which the forecast displacement from
+    the trained-depth state reaches ``threshold``; None: not within ``horizon``) and ``collapse_interval`` (the
+    loops at half and twice the threshold), with the evidence: ``rate`` (forecast steps' growth per loop),
+    ``first_gain``, ``window_rate`` (the measured steps' ratio up to the trained depth), ``last_step``,
+    ``settled_displacement``. ``trained_loop`` and ``trained_from`` (``"info.loops"``, or ``"last loop"`` when the
+    map names no trained depth). When the trajectory ran past the trained depth, ``measured_displacement`` (the
+    actual displacement at loops ``trained_loop + 1 ..``) and ``measured_collapse_loop`` (where it reached the
+    threshold; None: not within the measured loops) sit beside the forecast.
+    """
+
+    word: str
+    trained_loop: int
+    trained_from: str
+    horizon: int
+    threshold: float
+    collapse_loop: int | None
+    collapse_interval: list
+    rate: float
+    first_gain: float
+    window_rate: float
+    last_step: float
+    settled_displacement: float | None = None
+    displacement: list = field(default_factory=list)
+    displacement_loops: list = field(default_factory=list)
+    measured_displacement: list = field(default_factory=list)
+    measured_collapse_loop: int | None = None
+    products: int = 0
+
+    headers = ("depth", "leaves at")
+    glossary = {"depth": ("-", "past the trained depth the loop is settling (a fixed point is near), marginal (it "
+                               "keeps moving slowly) or drifting (it leaves the trained-depth state): depth_safety."),
+                "leaves at": ("loop", "the loop at which the forecast state is a threshold away from the trained-"
+                                      "depth state (> N: not within the horizon N).")}
+    panels = 1
+    figure_size = (7.0, 4.2)
+
+    def columns(self) -> dict:
+        return {"depth": self.word, "leaves at": self.leaves_text()}
+
+    def leaves_text(self) -> str:
+        if self.collapse_loop is None:
+            return f"> {self.horizon}"
+        low, high = self.collapse_interval
+        return f"{self.collapse_loop} [{low if low is not None else '?'}, {high if high is not None else '>' + str(self.horizon)}]"
+
+    def sentence(self) -> str:
+        """One line for the verdicts: the word and the forecast."""
+        head = f"past its trained depth ({self.trained_loop}) the loop is {self.word}"
+        if self.collapse_loop is None:
+            return f"{head}: no departure forecast within {self.horizon} loops"
+        return f"{head}: forecast to leave the trained-depth state at loop {self.leaves_text()}"
+
+    def scalars(self) -> dict:
+        low, high = (list(self.collapse_interval) + [None, None])[:2]
+        return {"word": self.word, "trained_loop": self.trained_loop, "horizon": self.horizon,
+                "threshold": self.threshold, "collapse_loop": self.collapse_loop, "collapse_low": low,
+                "collapse_high": high, "rate": self.rate, "first_gain": self.first_gain,
+                "window_rate": self.window_rate, "last_step": self.last_step,
+                "measured_collapse_loop": self.measured_collapse_loop}
+
+    @classmethod
+    def draw(cls, axes, entries) -> None:
+        """The forecast displacement from the trained-depth state against the loop (solid), the measured one
+        (dashed) where the run went past the trained depth, and each row's threshold (dotted)."""
+        from .._figures import legend, no_data
+
+        ax, drawn = axes[0], 0
+        for _, result, label, color in entries:
+            if result is None or not result.displacement:
+                continue
+            ax.plot(result.displacement_loops, [min(v, 1e6) for v in result.displacement], color=color,
+                    label=f"{label}: {result.word}")
+            if result.measured_displacement:
+                start = result.trained_loop + 1
+                ax.plot(range(start, start + len(result.measured_displacement)), result.measured_displacement,
+                        color=color, ls="--", lw=1)
+            ax.axhline(result.threshold, color=color, ls=":", lw=1)
+            ax.axvline(result.trained_loop, color="0.6", ls=":", lw=1)
+            drawn += 1
+        ax.set_yscale("symlog", linthresh=1e-3)
+        ax.set_xlabel("loop t")
+        ax.set_ylabel("||x_t - x_T|| / ||x_T||")
+        ax.set_title("depth safety: forecast (solid) and measured (dashed) departure")
+        if not drawn:
+            no_data(ax, "no depth forecasts in this report")
+        legend(ax, drawn)
+
+
+class DepthSafety(Diagnostic):
+    """Settling / marginal / drifting at the trained depth, and the loop at which the state would leave, forecast
+    from the loops up to the trained depth (``info.loops``; the last measured loop when the map names none) by the
+    Jacobian there: one jvp per forecast loop (at most ``depth_safety_products``, default 512), no quality labels."""
+
+    name = "depth_safety"
+    description = "settling / marginal / drifting at the trained depth, and the loop it would leave at"
+    result_type = DepthSafetyMeasurement
+    default = False
+    options = {
+        "depth_safety_threshold": Option("positive", DEFAULT_THRESHOLD,
+                                         doc="relative displacement from the trained-depth state that counts as "
+                                             "leaving it"),
+        "depth_safety_horizon": Option("index", 0, maximum=100_000,
+                                       doc="last loop forecast (0: 4x the trained depth)"),
+        "depth_safety_products": Option("count", 512, maximum=4096,
+                                        doc="most jvps spent; later loops continue the steps geometrically"),
+    }
+
+    def cost(self, state_size, loops, options):
+        return {"jvp": min(options.get("depth_safety_products", 512), 3 * loops)}
+
+    def compute(self, context: MeasureContext):
+        from ..dynamics._depth_forecast import forecast_depth
+
+        options = context.options
+        trained, source = self._trained_loop(context)
+        if trained is None:
+            return None
+        horizon = int(options.get("depth_safety_horizon", 0)) or DEFAULT_HORIZON_FACTOR * trained
+        if horizon <= trained:
+            context.flags.append(f"depth_safety: depth_safety_horizon={horizon} is not past the trained depth "
+                                 f"{trained} — forecast to {DEFAULT_HORIZON_FACTOR * trained} instead")
+            horizon = DEFAULT_HORIZON_FACTOR * trained
+        threshold = float(options.get("depth_safety_threshold", DEFAULT_THRESHOLD))
+        states = context.states[: trained + 1].unsqueeze(1)  # the map steps states with their batch axis of one
+        forecast = forecast_depth(context.looped, states, trained, horizon=horizon, threshold=threshold,
+                                  max_products=int(options.get("depth_safety_products", 512)))
+        measured, measured_loop = _measured(context, trained, threshold)
+        return DepthSafetyMeasurement(
+            word=forecast.word, trained_loop=trained, trained_from=source, horizon=horizon, threshold=threshold,
+            collapse_loop=forecast.collapse_loop, collapse_interval=list(forecast.collapse_interval),
+            rate=_plain(forecast.rate), first_gain=_plain(forecast.first_gain),
+            window_rate=_plain(forecast.window_rate), last_step=_plain(forecast.last_step),
+            settled_displacement=None if forecast.settled_displacement is None else _plain(
+                forecast.settled_displacement),
+            displacement=[_plain(v) for v in forecast.displacement], displacement_loops=forecast.displacement_loops,
+            measured_displacement=measured, measured_collapse_loop=measured_loop, products=forecast.products)
+
+    @staticmethod
+    def _trained_loop(context: MeasureContext) -> tuple[int | None, str]:
+        info_loops = getattr(context.looped.info, "loops", None)
+        usable = isinstance(info_loops, int) and not isinstance(info_loops, bool) and info_loops >= 1
+        if usable and info_loops <= context.last_finite:
+            return info_loops, "info.loops"
+        if usable:
+            context.flags.append(f"depth_safety: the trained depth info.loops={info_loops} is beyond the last finite "
+                                 f"loop {context.last_finite} — run loops >= {info_loops} to forecast from it; "
+                                 "forecast from the last finite loop instead")
+        if context.last_finite < 1:
+            context.flags.append("depth_safety needs at least one finite step (loops >= 1 with a finite state) — "
+                                 "run more loops")
+            return None, ""
+        return context.last_finite, "last loop"
+
+
+def _measured(context: MeasureContext, trained: int, threshold: float) -> tuple[list, int | None]:
+    """The actual displacement from the trained-depth state at the loops measured past it (up to the last finite)."""
+    reference = context.states[trained].to(dtype=context.states.dtype)
+    scale = float(reference.norm()) or 1.0
+    values, crossed = [], None
+    for t in range(trained + 1, context.last_finite + 1):
+        value = float((context.states[t] - reference).norm()) / scale
+        values.append(value)
+        if crossed is None and value >= threshold:
+            crossed = t
+    return values, crossed
+
+
+def _plain(value) -> float:
+    return float(value)  # a Python float (an overflowing forecast keeps its inf: the row is flagged)
