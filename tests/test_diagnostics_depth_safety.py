@@ -62,7 +62,7 @@ def test_a_settling_map_forecasts_no_departure_within_the_horizon_option():
     result = row.results["depth_safety"]
     assert (result.word, result.collapse_loop, result.horizon) == ("settling", None, 50)
     assert result.measured_displacement == [] and result.measured_collapse_loop is None
-    assert "settling: no departure forecast within 50 loops" in jacobiscope.Report([row]).summary()
+    assert "settling: its state is not forecast to leave the trained-depth state within 50 loops" in jacobiscope.Report([row]).summary()
 
 
 def test_without_a_trained_depth_the_last_loop_is_used_and_said():

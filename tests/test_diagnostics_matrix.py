@@ -494,6 +494,20 @@ def check_depth_safety(case, result, states, jacobians):
         total = total + v
         expected.append(float(total.norm() / x.norm()))
     assert result.displacement[: result.products] == pytest.approx(expected, rel=1e-6, abs=1e-14)
+    if case.readout is not None:  # the output forecast: the readout at x_T + sum_k J^k delta (dense J)
+        assert result.judged_on == "output"
+        with torch.no_grad():
+            logits = case.readout(states[trained]).to(F64)
+            base = torch.log_softmax(logits.reshape(-1, logits.shape[-1]), -1)
+            v, total, divergence = delta, torch.zeros_like(delta), []
+            for _ in result.output_divergence:
+                v = jacobian @ v
+                total = total + v
+                moved = case.readout((x + total).reshape(states[trained].shape)).to(F64).reshape(base.shape)
+                divergence.append(float((base.exp() * (base - torch.log_softmax(moved, -1))).sum(-1).mean()))
+        assert result.output_divergence == pytest.approx(divergence, rel=1e-6, abs=1e-14)
+    else:
+        assert result.judged_on == "state" and result.output_divergence == []
     measured_ = [float((states[t] - states[trained]).norm() / states[trained].norm())
                  for t in range(trained + 1, case.loops + 1)]
     assert result.measured_displacement == pytest.approx(measured_, rel=1e-9, abs=1e-14)

@@ -104,3 +104,37 @@ def test_bad_arguments_are_refused_with_the_fix(kwargs, words):
     arguments = dict(trained_loop=3, horizon=12, threshold=0.5) | kwargs
     with pytest.raises(ArgumentError, match=words):
         forecast_depth(lambda x: 0.5 * x, states, arguments.pop("trained_loop"), **arguments)
+
+
+def _kl(base_logits, logits):
+    p = torch.log_softmax(base_logits, -1)
+    return float((p.exp() * (p - torch.log_softmax(logits, -1))).sum(-1).mean())
+
+
+def test_with_a_linear_readout_the_output_forecast_is_the_true_output_divergence():
+    matrix = torch.diag(torch.tensor([0.5, 1.05, 0.9], dtype=F64))
+    head = torch.tensor([[1.0, -2.0, 0.5, 0.0], [3.0, 1.0, -1.0, 2.0], [0.0, 0.5, 0.5, -1.0]], dtype=F64)
+    step = lambda x: matrix @ x  # noqa: E731
+    readout = lambda x: (x @ head).reshape(2, 2)  # noqa: E731  two positions of two classes
+    x0 = torch.tensor([1.0, 0.05, -0.3], dtype=F64)
+    states = trajectory(step, x0, 60)
+    forecast = forecast_depth(step, states[:7], 6, horizon=60, threshold=1.0, readout=readout, output_threshold=0.2)
+    truth = [_kl(readout(states[6]), readout(states[t])) for t in range(7, 61)]
+    assert forecast.output_divergence == pytest.approx(truth[: len(forecast.output_divergence)], rel=1e-9)
+    expected = next(t for t, value in zip(range(7, 61), truth) if value >= 0.2)
+    assert forecast.judged_on == "output" and forecast.collapse_loop == forecast.output_leave_loop == expected
+    assert forecast.word == "drifting"
+
+
+def test_a_rotation_the_readout_cannot_see_moves_the_state_but_not_the_output():
+    """The state rotates by 0.4 rad a loop (it leaves its trained-depth state), while the readout reads only the
+    radius: the output forecast never moves, so the loop is marginal, not drifting."""
+    c, s = math.cos(0.4), math.sin(0.4)
+    matrix = torch.tensor([[c, -s], [s, c]], dtype=F64)
+    step = lambda x: matrix @ x  # noqa: E731
+    readout = lambda x: torch.stack([x.pow(2).sum(), torch.tensor(0.0, dtype=F64)])  # noqa: E731
+    states = trajectory(step, torch.tensor([1.0, 0.0], dtype=F64), 8)
+    forecast = forecast_depth(step, states, 8, horizon=32, threshold=0.5, readout=readout, output_threshold=0.01)
+    assert forecast.state_leave_loop is not None and forecast.output_leave_loop is None
+    assert forecast.word == "marginal" and forecast.collapse_loop is None
+    assert max(forecast.output_divergence) < 1e-20

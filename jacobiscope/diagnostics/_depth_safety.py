@@ -21,12 +21,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+import torch
+
 from ._base import Diagnostic, MeasureContext, Option
 from ._result import DiagnosticResult
 
 #: Relative RMS displacement from the trained-depth state that counts as leaving it: set on the calibration models
 #: of benchmarks/depth_safety.py (see benchmarks/RESULTS.md, "Depth safety"), tested on the others.
-DEFAULT_THRESHOLD = 0.5
+DEFAULT_THRESHOLD = 0.73
+DEFAULT_OUTPUT_THRESHOLD = 0.1
 DEFAULT_HORIZON_FACTOR = 4
 
 
@@ -61,6 +64,15 @@ class DepthSafetyMeasurement(DiagnosticResult):
     measured_displacement: list = field(default_factory=list)
     measured_collapse_loop: int | None = None
     products: int = 0
+    judged_on: str = "state"
+    state_leave_loop: int | None = None
+    state_leave_interval: list = field(default_factory=lambda: [None, None])
+    output_threshold: float | None = None
+    output_leave_loop: int | None = None
+    output_divergence: list = field(default_factory=list)
+    output_horizon: int | None = None
+    measured_output_divergence: list = field(default_factory=list)
+    measured_output_leave_loop: int | None = None
 
     headers = ("depth", "leaves at")
     glossary = {"depth": ("-", "past the trained depth the loop is settling (a fixed point is near), marginal (it "
@@ -75,24 +87,28 @@ class DepthSafetyMeasurement(DiagnosticResult):
 
     def leaves_text(self) -> str:
         if self.collapse_loop is None:
-            return f"> {self.horizon}"
+            return f"> {self.output_horizon if self.judged_on == 'output' else self.horizon}"
         low, high = self.collapse_interval
         return f"{self.collapse_loop} [{low if low is not None else '?'}, {high if high is not None else '>' + str(self.horizon)}]"
 
     def sentence(self) -> str:
         """One line for the verdicts: the word and the forecast."""
         head = f"past its trained depth ({self.trained_loop}) the loop is {self.word}"
+        what = "output" if self.judged_on == "output" else "state"
         if self.collapse_loop is None:
-            return f"{head}: no departure forecast within {self.horizon} loops"
-        return f"{head}: forecast to leave the trained-depth state at loop {self.leaves_text()}"
+            within = self.output_horizon if self.judged_on == "output" else self.horizon
+            return f"{head}: its {what} is not forecast to leave the trained-depth {what} within {within} loops"
+        return f"{head}: forecast to leave the trained-depth {what} at loop {self.leaves_text()}"
 
     def scalars(self) -> dict:
         low, high = (list(self.collapse_interval) + [None, None])[:2]
         return {"word": self.word, "trained_loop": self.trained_loop, "horizon": self.horizon,
                 "threshold": self.threshold, "collapse_loop": self.collapse_loop, "collapse_low": low,
                 "collapse_high": high, "rate": self.rate, "first_gain": self.first_gain,
-                "window_rate": self.window_rate, "last_step": self.last_step,
-                "measured_collapse_loop": self.measured_collapse_loop}
+                "window_rate": self.window_rate, "last_step": self.last_step, "judged_on": self.judged_on,
+                "state_leave_loop": self.state_leave_loop, "output_leave_loop": self.output_leave_loop,
+                "measured_collapse_loop": self.measured_collapse_loop,
+                "measured_output_leave_loop": self.measured_output_leave_loop}
 
     @classmethod
     def draw(cls, axes, entries) -> None:
@@ -135,6 +151,9 @@ class DepthSafety(Diagnostic):
         "depth_safety_threshold": Option("positive", DEFAULT_THRESHOLD,
                                          doc="relative displacement from the trained-depth state that counts as "
                                              "leaving it"),
+        "depth_safety_output_threshold": Option("positive", DEFAULT_OUTPUT_THRESHOLD,
+                                                doc="mean KL (nats) from the trained-depth output that counts as "
+                                                    "leaving it (maps with a readout)"),
         "depth_safety_horizon": Option("index", 0, maximum=100_000,
                                        doc="last loop forecast (0: 4x the trained depth)"),
         "depth_safety_products": Option("count", 512, maximum=4096,
@@ -158,9 +177,13 @@ class DepthSafety(Diagnostic):
             horizon = DEFAULT_HORIZON_FACTOR * trained
         threshold = float(options.get("depth_safety_threshold", DEFAULT_THRESHOLD))
         states = context.states[: trained + 1].unsqueeze(1)  # the map steps states with their batch axis of one
+        readout = _readout(context.looped.info)
+        output_threshold = float(options.get("depth_safety_output_threshold", DEFAULT_OUTPUT_THRESHOLD))
         forecast = forecast_depth(context.looped, states, trained, horizon=horizon, threshold=threshold,
+                                  readout=readout, output_threshold=output_threshold,
                                   max_products=int(options.get("depth_safety_products", 512)))
         measured, measured_loop = _measured(context, trained, threshold)
+        output_measured, output_loop = _measured_output(context, readout, trained, output_threshold)
         return DepthSafetyMeasurement(
             word=forecast.word, trained_loop=trained, trained_from=source, horizon=horizon, threshold=threshold,
             collapse_loop=forecast.collapse_loop, collapse_interval=list(forecast.collapse_interval),
@@ -169,7 +192,13 @@ class DepthSafety(Diagnostic):
             settled_displacement=None if forecast.settled_displacement is None else _plain(
                 forecast.settled_displacement),
             displacement=[_plain(v) for v in forecast.displacement], displacement_loops=forecast.displacement_loops,
-            measured_displacement=measured, measured_collapse_loop=measured_loop, products=forecast.products)
+            measured_displacement=measured, measured_collapse_loop=measured_loop, products=forecast.products,
+            judged_on=forecast.judged_on, state_leave_loop=forecast.state_leave_loop,
+            state_leave_interval=list(forecast.state_leave_interval), output_threshold=forecast.output_threshold,
+            output_leave_loop=forecast.output_leave_loop, output_divergence=[_plain(v) for v in
+                                                                             forecast.output_divergence],
+            output_horizon=forecast.output_horizon, measured_output_divergence=output_measured,
+            measured_output_leave_loop=output_loop)
 
     @staticmethod
     def _trained_loop(context: MeasureContext) -> tuple[int | None, str]:
@@ -198,6 +227,32 @@ def _measured(context: MeasureContext, trained: int, threshold: float) -> tuple[
         values.append(value)
         if crossed is None and value >= threshold:
             crossed = t
+    return values, crossed
+
+
+def _readout(info):
+    """The map's readout on the states the forecast steps (with their batch axis of one), or None."""
+    readout = getattr(info, "readout", None)
+    if not callable(readout):
+        return None
+    return (lambda state: readout(state[0])) if info.unbatched_original else readout
+
+
+def _measured_output(context: MeasureContext, readout, trained: int, threshold: float) -> tuple[list, int | None]:
+    """The actual mean KL from the trained-depth output at the loops measured past it (maps with a readout)."""
+    if readout is None or context.last_finite <= trained:
+        return [], None
+    from ._loop_depth import readout_logits
+
+    with torch.no_grad():
+        base = torch.log_softmax(readout_logits(readout, context.states[trained].unsqueeze(0), trained), dim=-1)
+        values, crossed = [], None
+        for t in range(trained + 1, context.last_finite + 1):
+            log_q = torch.log_softmax(readout_logits(readout, context.states[t].unsqueeze(0), t), dim=-1)
+            value = float((base.exp() * (base - log_q)).sum(-1).mean())
+            values.append(value)
+            if crossed is None and value >= threshold:
+                crossed = t
     return values, crossed
 
 

@@ -81,14 +81,29 @@ class DepthForecast:
     displacement: list = field(default_factory=list)
     displacement_loops: list = field(default_factory=list)
     products: int = 0
+    judged_on: str = "state"
+    state_leave_loop: int | None = None
+    state_leave_interval: list = field(default_factory=lambda: [None, None])
+    output_threshold: float | None = None
+    output_leave_loop: int | None = None
+    output_leave_interval: list = field(default_factory=lambda: [None, None])
+    output_divergence: list = field(default_factory=list)
+    output_horizon: int | None = None
 
 
 def forecast_depth(step, states: torch.Tensor, trained_loop: int, *, horizon: int, threshold: float,
-                   max_products: int = 512) -> DepthForecast:
+                   readout=None, output_threshold: float = 0.1, max_products: int = 512) -> DepthForecast:
     """Forecast from ``states[: trained_loop + 1]`` (a trajectory ``[n, *state]``; later states are not read).
 
     ``step`` is the map (a `LoopedMap` or a callable on one state); ``horizon`` > ``trained_loop`` the last loop
     forecast; ``threshold`` > 0; ``max_products`` the most jvps spent before the steps are continued geometrically.
+
+    With a ``readout`` (state -> logits ``[..., classes]``) the readout is also run on each forecast state
+    ``x_T + sum_k J^k delta`` (one readout forward per loop): its mean KL divergence from the trained-depth output
+    over positions (``output_divergence``); the loop leaves when that reaches ``output_threshold`` (nats), and then
+    the output, not the state, decides the word and the collapse loop (``judged_on="output"``): a state that moves
+    where the readout does not look (a rotation the output is invariant to) is not a collapse. The output forecast
+    stops at ``output_horizon`` (no geometric continuation).
     """
     from ..errors import ArgumentError
     from ..linalg.operators import jvp
@@ -102,15 +117,27 @@ def forecast_depth(step, states: torch.Tensor, trained_loop: int, *, horizon: in
     if not (isinstance(threshold, (int, float)) and not isinstance(threshold, bool) and math.isfinite(threshold)
             and threshold > 0):
         raise ArgumentError(f"forecast_depth needs a finite threshold > 0, got {threshold!r} — pass e.g. 0.5")
+    if readout is not None and not callable(readout):
+        raise ArgumentError(f"forecast_depth's readout must be a callable state -> logits, got "
+                            f"{type(readout).__name__} — pass the map's readout or None")
+    if not (isinstance(output_threshold, (int, float)) and not isinstance(output_threshold, bool)
+            and math.isfinite(output_threshold) and output_threshold > 0):
+        raise ArgumentError(f"forecast_depth needs a finite output_threshold > 0 (nats), got {output_threshold!r} — "
+                            "pass e.g. 0.1")
     x = states[trained_loop].detach()
     delta = (states[trained_loop] - states[trained_loop - 1]).detach()
     scale = float(x.norm())
     last_step = float(delta.norm()) / max(scale, 1e-300)
     window_rate = _window_rate(states[: trained_loop + 1])
     ahead = horizon - trained_loop
+    output = _OutputForecast(readout, x, float(output_threshold)) if readout is not None else None
     if not delta.abs().max() > 0:  # the trained-depth state is an exact fixed point: nothing moves
-        return DepthForecast("settling", trained_loop, horizon, float(threshold), None, [None, None], 0.0, 0.0,
-                             window_rate, 0.0, 0.0, [0.0], [trained_loop + 1], 0)
+        forecast = DepthForecast("settling", trained_loop, horizon, float(threshold), None, [None, None], 0.0, 0.0,
+                                 window_rate, 0.0, 0.0, [0.0], [trained_loop + 1], 0)
+        if output is not None:
+            forecast.judged_on, forecast.output_threshold = "output", float(output_threshold)
+            forecast.output_divergence, forecast.output_horizon = [0.0], horizon
+        return forecast
     total = torch.zeros_like(x, dtype=torch.float64)
     norms, displacement, products = [], [], 0
     v = delta
@@ -122,11 +149,16 @@ def forecast_depth(step, states: torch.Tensor, trained_loop: int, *, horizon: in
             if not math.isfinite(size):  # the linearized steps overflow: the state leaves at once
                 norms.append(math.inf)
                 displacement.append(math.inf)
+                if output is not None:
+                    output.overflow()
                 break
             total += v.to(torch.float64)
             norms.append(size)
             displacement.append(float(total.norm()) / max(scale, 1e-300))
-            if displacement[-1] >= 2 * threshold and size >= float(delta.norm()):
+            if output is not None:
+                output.add(total)
+            state_known = displacement[-1] >= 2 * threshold
+            if state_known and (output is None or output.known()) and size >= float(delta.norm()):
                 break  # every crossing is known and the steps are not shrinking: no need to go on
     first_gain = norms[0] / float(delta.norm()) if norms else math.nan
     rate = _late_rate(norms)
@@ -137,11 +169,63 @@ def forecast_depth(step, states: torch.Tensor, trained_loop: int, *, horizon: in
                 for level in (threshold / 2, threshold, 2 * threshold)}
     settled = _settled_displacement(total, v, rate, scale) if rate < 1 else None
     decays = rate < 1 and rate ** ahead <= SETTLED_FACTOR
-    word = "drifting" if crossing[threshold] is not None else "settling" if decays else "marginal"
+    state_leaves, state_interval = crossing[threshold], [crossing[threshold / 2], crossing[2 * threshold]]
+    leaves, interval = state_leaves, state_interval
+    if output is not None:
+        leaves, interval = output.crossing(trained_loop)
+    word = "drifting" if leaves is not None else "settling" if decays else "marginal"
     shown_loops, shown = _thin(loops, displacement)
-    return DepthForecast(word, trained_loop, horizon, float(threshold), crossing[threshold],
-                         [crossing[threshold / 2], crossing[2 * threshold]], rate, first_gain, window_rate, last_step,
-                         settled, shown, shown_loops, products)
+    forecast = DepthForecast(word, trained_loop, horizon, float(threshold), leaves, interval, rate, first_gain,
+                             window_rate, last_step, settled, shown, shown_loops, products,
+                             state_leave_loop=state_leaves, state_leave_interval=state_interval)
+    if output is not None:
+        forecast.judged_on, forecast.output_threshold = "output", float(output_threshold)
+        forecast.output_leave_loop, forecast.output_leave_interval = leaves, interval
+        forecast.output_divergence = output.divergence
+        forecast.output_horizon = trained_loop + len(output.divergence)
+    return forecast
+
+
+class _OutputForecast:
+    """The readout at the forecast states ``x_T + sum_k v_k`` and its mean KL divergence from the trained-depth
+    output over positions: one readout forward per forecast loop. The readout itself, not its linearization: an
+    output the readout is invariant to (a rotation it reads only the radius of) stays unchanged."""
+
+    def __init__(self, readout, x: torch.Tensor, threshold: float):
+        self.readout, self.x, self.threshold = readout, x, threshold
+        self.log_p = torch.log_softmax(self._logits(x), dim=-1)
+        self.divergence: list = []
+
+    def _logits(self, state: torch.Tensor) -> torch.Tensor:
+        from ..errors import StepError
+
+        try:
+            with torch.no_grad():
+                logits = self.readout(state)
+        except Exception as error:
+            raise StepError(f"the readout raised {type(error).__name__} on a forecast state: {error} — fix the "
+                            "readout: state -> logits [..., classes]") from error
+        if not isinstance(logits, torch.Tensor) or not logits.is_floating_point() or logits.dim() < 1:
+            raise StepError(f"the readout returned {type(logits).__name__}, expected a float tensor of logits "
+                            "[..., classes]")
+        return logits.detach().to(torch.float64).reshape(-1, logits.shape[-1])
+
+    def add(self, total: torch.Tensor) -> None:
+        log_q = torch.log_softmax(self._logits(self.x + total.to(self.x.dtype)), dim=-1)
+        value = float((self.log_p.exp() * (self.log_p - log_q)).sum(-1).mean())
+        self.divergence.append(value if math.isfinite(value) else math.inf)
+
+    def overflow(self) -> None:
+        self.divergence.append(math.inf)
+
+    def known(self) -> bool:
+        return bool(self.divergence) and self.divergence[-1] >= 2 * self.threshold
+
+    def crossing(self, trained_loop: int) -> tuple[int | None, list]:
+        def first(level):
+            return next((trained_loop + m for m, value in enumerate(self.divergence, 1) if value >= level), None)
+
+        return first(self.threshold), [first(self.threshold / 2), first(2 * self.threshold)]
 
 
 def _window_rate(states: torch.Tensor) -> float:
