@@ -138,3 +138,19 @@ def test_a_rotation_the_readout_cannot_see_moves_the_state_but_not_the_output():
     assert forecast.state_leave_loop is not None and forecast.output_leave_loop is None
     assert forecast.word == "marginal" and forecast.collapse_loop is None
     assert max(forecast.output_divergence) < 1e-20
+
+
+def test_a_settled_period_two_cycle_is_forecast_with_the_two_loop_map():
+    """x -> -x on a unit vector plus a decaying part: consecutive states are 2 apart, yet the period-2 cycle is
+    settled. The one-loop rule would see a state that leaves at once; the two-loop map sees it settle."""
+    matrix = torch.diag(torch.tensor([-1.0, 0.5], dtype=F64))
+    step = lambda x: matrix @ x  # noqa: E731
+    states = trajectory(step, torch.tensor([1.0, 1.0], dtype=F64), 12)
+    forecast = forecast_depth(step, states, 12, horizon=48, threshold=0.5)
+    assert forecast.period == 2 and forecast.word == "settling" and forecast.collapse_loop is None
+    assert forecast.displacement_loops[:3] == [14, 16, 18]
+    # the two-loop map's steps shrink by 0.25 per period: the remaining displacement is the geometric sum
+    remaining = float((states[12] - torch.tensor([1.0, 0.0], dtype=F64)).norm() / states[12].norm())
+    assert forecast.settled_displacement == pytest.approx(remaining, rel=1e-9)
+    assert forecast.rate == pytest.approx(0.25, rel=1e-9)
+    assert forecast_depth(step, states, 12, horizon=48, threshold=0.5, max_period=1).word == "drifting"

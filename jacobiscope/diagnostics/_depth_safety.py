@@ -73,6 +73,7 @@ class DepthSafetyMeasurement(DiagnosticResult):
     output_horizon: int | None = None
     measured_output_divergence: list = field(default_factory=list)
     measured_output_leave_loop: int | None = None
+    period: int = 1
 
     headers = ("depth", "leaves at")
     glossary = {"depth": ("-", "past the trained depth the loop is settling (a fixed point is near), marginal (it "
@@ -198,7 +199,7 @@ class DepthSafety(Diagnostic):
             output_leave_loop=forecast.output_leave_loop, output_divergence=[_plain(v) for v in
                                                                              forecast.output_divergence],
             output_horizon=forecast.output_horizon, measured_output_divergence=output_measured,
-            measured_output_leave_loop=output_loop)
+            measured_output_leave_loop=output_loop, period=forecast.period)
 
     @staticmethod
     def _trained_loop(context: MeasureContext) -> tuple[int | None, str]:

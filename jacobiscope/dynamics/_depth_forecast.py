@@ -55,7 +55,8 @@ class DepthForecast:
         collapse_loop: the first loop at which the forecast displacement reaches ``threshold`` (None: not within
             the horizon); ``collapse_interval``: ``[loop at threshold / 2, loop at 2 x threshold]`` (None entries:
             not within the horizon).
-        rate: the forecast steps' growth per loop, late in the propagation (below 1: they shrink).
+        rate: the forecast steps' growth per forecast step (``period`` loops), late in the propagation (below 1:
+            they shrink).
         first_gain: ``||J delta|| / ||delta||``, the one-step gain of the last step (above 1: it is amplified).
         window_rate: the measured step ratio ``(d_T / d_{T-w})^(1/w)`` over the second half of the loops up to
             ``T`` (NaN with fewer than two steps).
@@ -64,7 +65,8 @@ class DepthForecast:
             None.
         displacement: the forecast ``D(m)`` for ``m = 1..`` (at most 512 values, evenly thinned beyond that, with
             ``displacement_loops`` their loops).
-        products: the jvps spent.
+        products: the jvps spent (of the ``period``-loop map).
+        period: 1, or the cycle length the forecast follows (see `forecast_depth`).
     """
 
     word: str
@@ -89,10 +91,16 @@ class DepthForecast:
     output_leave_interval: list = field(default_factory=lambda: [None, None])
     output_divergence: list = field(default_factory=list)
     output_horizon: int | None = None
+    period: int = 1
+
+
+#: a period p > 1 is read only when the state returns this much closer after p loops than after one
+PERIOD_RETURN = 0.25
 
 
 def forecast_depth(step, states: torch.Tensor, trained_loop: int, *, horizon: int, threshold: float,
-                   readout=None, output_threshold: float = 0.1, max_products: int = 512) -> DepthForecast:
+                   readout=None, output_threshold: float = 0.1, max_products: int = 512,
+                   max_period: int = 4) -> DepthForecast:
     """Forecast from ``states[: trained_loop + 1]`` (a trajectory ``[n, *state]``; later states are not read).
 
     ``step`` is the map (a `LoopedMap` or a callable on one state); ``horizon`` > ``trained_loop`` the last loop
@@ -104,6 +112,11 @@ def forecast_depth(step, states: torch.Tensor, trained_loop: int, *, horizon: in
     the output, not the state, decides the word and the collapse loop (``judged_on="output"``): a state that moves
     where the readout does not look (a rotation the output is invariant to) is not a collapse. The output forecast
     stops at ``output_horizon`` (no geometric continuation).
+
+    A loop on a cycle (the state at ``T`` returns to within a quarter of its one-loop step of the state ``p``
+    loops earlier, ``p <= max_period``) is forecast with the ``p``-loop map ``F^p`` and its step
+    ``x_T - x_{T-p}``, at the loops ``T + p, T + 2p, ...`` (``period``): one loop's linearization cannot follow a
+    large-amplitude cycle, whose consecutive states are far apart while the cycle itself is settled.
     """
     from ..errors import ArgumentError
     from ..linalg.operators import jvp
@@ -124,16 +137,19 @@ def forecast_depth(step, states: torch.Tensor, trained_loop: int, *, horizon: in
             and math.isfinite(output_threshold) and output_threshold > 0):
         raise ArgumentError(f"forecast_depth needs a finite output_threshold > 0 (nats), got {output_threshold!r} — "
                             "pass e.g. 0.1")
+    period = _period(states[: trained_loop + 1], max_period)
+    if period > 1:
+        step = _power(step, period)
     x = states[trained_loop].detach()
-    delta = (states[trained_loop] - states[trained_loop - 1]).detach()
+    delta = (states[trained_loop] - states[trained_loop - period]).detach()
     scale = float(x.norm())
     last_step = float(delta.norm()) / max(scale, 1e-300)
     window_rate = _window_rate(states[: trained_loop + 1])
-    ahead = horizon - trained_loop
+    ahead = (horizon - trained_loop) // period
     output = _OutputForecast(readout, x, float(output_threshold)) if readout is not None else None
     if not delta.abs().max() > 0:  # the trained-depth state is an exact fixed point: nothing moves
         forecast = DepthForecast("settling", trained_loop, horizon, float(threshold), None, [None, None], 0.0, 0.0,
-                                 window_rate, 0.0, 0.0, [0.0], [trained_loop + 1], 0)
+                                 window_rate, 0.0, 0.0, [0.0], [trained_loop + period], 0, period=period)
         if output is not None:
             forecast.judged_on, forecast.output_threshold = "output", float(output_threshold)
             forecast.output_divergence, forecast.output_horizon = [0.0], horizon
@@ -164,7 +180,7 @@ def forecast_depth(step, states: torch.Tensor, trained_loop: int, *, horizon: in
     rate = _late_rate(norms)
     if len(displacement) < ahead and math.isfinite(displacement[-1]) and not (displacement[-1] >= 2 * threshold):
         displacement += _continued(total, v, rate, scale, ahead - len(displacement), 2 * threshold)
-    loops = [trained_loop + m for m in range(1, len(displacement) + 1)]
+    loops = [trained_loop + period * m for m in range(1, len(displacement) + 1)]
     crossing = {level: next((loop for loop, value in zip(loops, displacement) if value >= level), None)
                 for level in (threshold / 2, threshold, 2 * threshold)}
     settled = _settled_displacement(total, v, rate, scale) if rate < 1 else None
@@ -172,17 +188,17 @@ def forecast_depth(step, states: torch.Tensor, trained_loop: int, *, horizon: in
     state_leaves, state_interval = crossing[threshold], [crossing[threshold / 2], crossing[2 * threshold]]
     leaves, interval = state_leaves, state_interval
     if output is not None:
-        leaves, interval = output.crossing(trained_loop)
+        leaves, interval = output.crossing(trained_loop, period)
     word = "drifting" if leaves is not None else "settling" if decays else "marginal"
     shown_loops, shown = _thin(loops, displacement)
     forecast = DepthForecast(word, trained_loop, horizon, float(threshold), leaves, interval, rate, first_gain,
                              window_rate, last_step, settled, shown, shown_loops, products,
-                             state_leave_loop=state_leaves, state_leave_interval=state_interval)
+                             state_leave_loop=state_leaves, state_leave_interval=state_interval, period=period)
     if output is not None:
         forecast.judged_on, forecast.output_threshold = "output", float(output_threshold)
         forecast.output_leave_loop, forecast.output_leave_interval = leaves, interval
         forecast.output_divergence = output.divergence
-        forecast.output_horizon = trained_loop + len(output.divergence)
+        forecast.output_horizon = trained_loop + period * len(output.divergence)
     return forecast
 
 
@@ -221,11 +237,38 @@ class _OutputForecast:
     def known(self) -> bool:
         return bool(self.divergence) and self.divergence[-1] >= 2 * self.threshold
 
-    def crossing(self, trained_loop: int) -> tuple[int | None, list]:
+    def crossing(self, trained_loop: int, period: int = 1) -> tuple[int | None, list]:
         def first(level):
-            return next((trained_loop + m for m, value in enumerate(self.divergence, 1) if value >= level), None)
+            return next((trained_loop + period * m for m, value in enumerate(self.divergence, 1) if value >= level),
+                        None)
 
         return first(self.threshold), [first(self.threshold / 2), first(2 * self.threshold)]
+
+
+def _period(states: torch.Tensor, max_period: int) -> int:
+    """The smallest p in 2..max_period after which the state at T returns within PERIOD_RETURN of its one-loop
+    step (1: none does)."""
+    last = states[-1]
+    one = float((last - states[-2]).norm())
+    if not one > 0:
+        return 1
+    for p in range(2, min(max_period, len(states) - 1) + 1):
+        if float((last - states[-1 - p]).norm()) <= PERIOD_RETURN * one:
+            return p
+    return 1
+
+
+def _power(step, p: int):
+    from ..maps import LoopedMap
+
+    if isinstance(step, LoopedMap):
+        return step.power(p)
+
+    def composed(x):
+        for _ in range(p):
+            x = step(x)
+        return x
+    return composed
 
 
 def _window_rate(states: torch.Tensor) -> float:
