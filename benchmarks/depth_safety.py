@@ -261,8 +261,12 @@ def _figure(rows: list[dict]) -> None:
     import matplotlib.pyplot as plt
 
     figure, ax = plt.subplots(figsize=(6.4, 5.0), layout="constrained")
+    agreeing = {"calibration": 0, "test": 0}
     for r in rows:
         if not r["testable"]:
+            continue
+        if r["measured_collapse"] is None and r["forecast_collapse"] is None and r["interval"] == [None, None]:
+            agreeing[r["split"]] += 1  # holds and forecast to hold: one shared corner, counted below
             continue
         beyond = 8 * r["trained"]
         x = (r["measured_collapse"] or beyond) / r["trained"]
@@ -272,6 +276,9 @@ def _figure(rows: list[dict]) -> None:
         ax.errorbar([x], [y], yerr=[[max(y - low, 0)], [max(high - y, 0)]], fmt="o", color=color, alpha=0.8)
         if r["split"] == "test":
             ax.annotate(r["name"].replace("zoo/", ""), (x, y), fontsize=6, xytext=(3, 3), textcoords="offset points")
+    ax.scatter([8, 8], [8, 8], s=[40, 40], color=["tab:blue", "tab:red"], alpha=0.5)
+    ax.annotate(f"hold, forecast to hold:\n{agreeing['calibration']} calibration, {agreeing['test']} test",
+                (8, 8), xytext=(-110, -28), textcoords="offset points", fontsize=7)
     ax.plot([1, 8], [1, 8], color="0.6", ls=":")
     ax.axvline(4, color="0.8", lw=0.8)
     ax.axhline(4, color="0.8", lw=0.8)

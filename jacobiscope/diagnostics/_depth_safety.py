@@ -28,8 +28,8 @@ from ._result import DiagnosticResult
 
 #: Relative RMS displacement from the trained-depth state that counts as leaving it: set on the calibration models
 #: of benchmarks/depth_safety.py (see benchmarks/RESULTS.md, "Depth safety"), tested on the others.
-DEFAULT_THRESHOLD = 0.73
-DEFAULT_OUTPUT_THRESHOLD = 0.1
+DEFAULT_THRESHOLD = 0.91
+DEFAULT_OUTPUT_THRESHOLD = 1.3
 DEFAULT_HORIZON_FACTOR = 4
 
 
