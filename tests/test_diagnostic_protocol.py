@@ -149,7 +149,7 @@ def every_builtin():
 
 
 BUILTINS = ("spectral_norm", "eigenvalues", "lyapunov", "clusters", "energy", "fixed_points", "halting", "loop_depth",
-            "loop_lens", "depth_safety", "regime")
+            "loop_lens", "depth_safety", "attractors", "regime")
 
 
 def test_the_builtins_are_all_covered():

@@ -12,11 +12,11 @@ from jacobiscope.errors import ArgumentError
 
 
 def test_builtins_are_registered_in_running_order():
-    assert jacobiscope.list_diagnostics()[:11] == ["spectral_norm", "eigenvalues", "lyapunov", "clusters", "energy",
-                                                  "fixed_points", "halting", "loop_depth", "loop_lens",
+    assert jacobiscope.list_diagnostics()[:12] == ["spectral_norm", "eigenvalues", "lyapunov", "clusters", "energy",
+                                                  "fixed_points", "attractors", "halting", "loop_depth", "loop_lens",
                                                   "depth_safety", "regime"]
     defaults = [name for name in jacobiscope.list_diagnostics() if jacobiscope.get_diagnostic(name).default]
-    assert not {"fixed_points", "halting", "loop_depth", "loop_lens", "depth_safety"} & set(defaults)  # by name
+    assert not {"fixed_points", "attractors", "halting", "loop_depth", "loop_lens", "depth_safety"} & set(defaults)
     with pytest.raises(ArgumentError, match="unknown diagnostic 'entropy'"):
         jacobiscope.get_diagnostic("entropy")
     with pytest.raises(ArgumentError, match="already registered"):

@@ -32,7 +32,9 @@ from jacobiscope.diagnostics import list_diagnostics, measure
 
 F64 = torch.float64
 T, H, LOOPS, MODEL_LOOPS = 4, 4, 12, 6
-OPTIONS = {"halting_thresholds": [1e-2, 1e-3, 1e-4], "basin_starts": 4}
+# 12 loops of the toy's 0.6 contraction leave a return residual ~1e-3: settled at 1e-2, not at the default 1e-4
+OPTIONS = {"halting_thresholds": [1e-2, 1e-3, 1e-4], "basin_starts": 4, "attractor_starts": 4,
+           "attractor_settle_rtol": 1e-2}
 SETTINGS = dict(k=4, eigen_k=4, eigen_restarts=12, spectral_samples=2, seed=0)
 
 
@@ -124,7 +126,8 @@ def measured(looped, x0, loops, diagnostics=None):
     diagnostics = diagnostics or list_diagnostics()
     options = {key: value for key, value in OPTIONS.items()
                if (key.startswith("halting") and "halting" in diagnostics) or (key.startswith("basin") and
-                                                                               "fixed_points" in diagnostics)}
+                                                                               "fixed_points" in diagnostics)
+               or (key.startswith("attractor") and "attractors" in diagnostics)}
     return measure(looped, x0, loops=loops, diagnostics=diagnostics, options=options, **SETTINGS)
 
 
@@ -373,6 +376,52 @@ def check_fixed_points(case, result, states, jacobians):
         assert len(result.basins) == 1 and result.basins[0]["spectral_radius"] == pytest.approx(radius, rel=1e-6)
 
 
+def check_attractors(case, result, states, jacobians):
+    """The same kicks (seeded), each start run the full loops through the reference map, its period found by
+    iterating on (smallest p <= 8 returning within the settle tolerance), grouped by period and orbit distance 1e-2; the Floquet
+    radius from the dense Jacobian of F^p at the point; the unperturbed run's end state marked as its own."""
+    starts, generator = OPTIONS["attractor_starts"], torch.Generator().manual_seed(0)
+    scale = float(case.x0.pow(2).mean().sqrt())
+    ends = []
+    with torch.no_grad():
+        for _ in range(starts):
+            x = case.x0 + 0.1 * scale * torch.randn(case.x0.shape, generator=generator, dtype=F64)
+            for _ in range(case.loops):
+                x = case.step(x)
+            orbit, y, period = [x], x, 0
+            for p in range(1, 9):
+                y = case.step(y)
+                if float((y - x).norm() / x.norm()) <= OPTIONS["attractor_settle_rtol"]:
+                    period = p
+                    break
+                orbit.append(y)
+            ends.append((x, period, orbit if period else [x]))
+    groups = []
+    for index, (end, period, _) in enumerate(ends):
+        home = next((g for g in groups if ends[g[0]][1] == period and min(
+            float((end - point).pow(2).mean().sqrt()) for point in ends[g[0]][2])
+            <= 1e-2 * float(ends[g[0]][0].pow(2).mean().sqrt())), None)
+        home.append(index) if home is not None else groups.append([index])
+    groups.sort(key=lambda g: (-len(g), min(g)))
+    assert result.starts == starts and len(result.attractors) == len(groups)
+    for attractor, members in zip(result.attractors, groups):
+        period = ends[members[0]][1]
+        assert attractor["starts"] == len(members) and attractor["period"] == period
+        assert attractor["fraction"] == len(members) / starts
+        assert attractor["interval"][0] <= attractor["fraction"] <= attractor["interval"][1]
+        if period:
+            point = min((ends[i] for i in members), key=lambda e: float((case.step(e[0]) - e[0]).norm()))[0] \
+                if period == 1 else ends[members[0]][0]
+            step_p = (lambda x: case.step(case.step(x))) if period == 2 else case.step
+            radius = float(torch.linalg.eigvals(autograd_jacobian(step_p, point)).abs().max())
+            assert attractor["spectral_radius"] == pytest.approx(radius, rel=1e-3)
+    if case.toy:  # one contraction: one fixed point, the one the unperturbed run reaches, radius 0.6 (0.36 for F^2)
+        radius = 0.36 if "single" in case.extra else 0.6
+        (only,) = result.attractors
+        assert only["kind"] == "fixed point" and only["own"] and only["spectral_radius"] == pytest.approx(radius,
+                                                                                                          rel=1e-6)
+
+
 def expected_halting(case, states):
     rows = torch.stack([token_matrix(state, case.tokens) for state in states])
     change = (rows[1:] - rows[:-1]).norm(dim=-1) / rows[:-1].norm(dim=-1)
@@ -516,7 +565,7 @@ def check_depth_safety(case, result, states, jacobians):
 
 
 CHECKS = {"spectral_norm": check_spectral_norm, "eigenvalues": check_eigenvalues, "lyapunov": check_lyapunov,
-          "clusters": check_clusters, "energy": check_energy, "fixed_points": check_fixed_points,
+          "clusters": check_clusters, "energy": check_energy, "fixed_points": check_fixed_points, "attractors": check_attractors,
           "halting": check_halting, "loop_depth": check_loop_depth, "loop_lens": check_loop_lens,
           "depth_safety": check_depth_safety, "regime": check_regime}
 

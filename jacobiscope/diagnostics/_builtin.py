@@ -4,6 +4,7 @@ They register on the registry's first use, before any user registration can land
 like a built-in is refused (not silently overwritten when the built-ins load later).
 """
 from ._base import _register_builtin
+from ._attractors import Attractors
 from ._clusters import Clusters
 from ._depth_safety import DepthSafety
 from ._eigenvalues import Eigenvalues
@@ -16,8 +17,8 @@ from ._lyapunov import Lyapunov
 from ._regime import Regime
 from ._spectral_norm import SpectralNorm
 
-BUILTIN = (SpectralNorm(), Eigenvalues(), Lyapunov(), Clusters(), Energy(), FixedPoints(), Halting(), LoopDepth(),
-           LoopLensDiagnostic(), DepthSafety(), Regime())
+BUILTIN = (SpectralNorm(), Eigenvalues(), Lyapunov(), Clusters(), Energy(), FixedPoints(), Attractors(), Halting(),
+           LoopDepth(), LoopLensDiagnostic(), DepthSafety(), Regime())
 BUILTIN_NAMES = tuple(d.name for d in BUILTIN)
 
 for _diagnostic in BUILTIN:

@@ -1,5 +1,6 @@
 """Dynamical measurements of a looped map: Lyapunov spectrum, oscillation measures, pseudo-energy."""
 from .clusters import TokenOrderParameters, leading_axis_rotation, token_order_parameters
+from ._attractor_census import Attractor, AttractorCensus, attractor_census, wilson_interval
 from ._depth_forecast import DEPTH_WORDS, DepthForecast, forecast_depth
 from ._finite_time import FiniteTimeExponents, finite_time_exponents
 from .energy import pseudo_energy
@@ -13,6 +14,10 @@ from .regime import REGIMES, Regime, RegimeVerdict, classify_dynamics
 
 __all__ = [
     "REGIMES",
+    "Attractor",
+    "AttractorCensus",
+    "attractor_census",
+    "wilson_interval",
     "DEPTH_WORDS",
     "DepthForecast",
     "forecast_depth",

@@ -118,25 +118,7 @@ def forecast_depth(step, states: torch.Tensor, trained_loop: int, *, horizon: in
     ``x_T - x_{T-p}``, at the loops ``T + p, T + 2p, ...`` (``period``): one loop's linearization cannot follow a
     large-amplitude cycle, whose consecutive states are far apart while the cycle itself is settled.
     """
-    from ..errors import ArgumentError
-    from ..linalg.operators import jvp
-
-    if not isinstance(trained_loop, int) or isinstance(trained_loop, bool) or not 1 <= trained_loop < len(states):
-        raise ArgumentError(f"forecast_depth needs trained_loop in [1, {len(states) - 1}] (a measured step before "
-                            f"it), got {trained_loop!r} — pass the trained depth of a trajectory that reaches it")
-    if not isinstance(horizon, int) or isinstance(horizon, bool) or horizon <= trained_loop:
-        raise ArgumentError(f"forecast_depth needs horizon > trained_loop={trained_loop}, got {horizon!r} — pass "
-                            f"e.g. horizon={4 * trained_loop}")
-    if not (isinstance(threshold, (int, float)) and not isinstance(threshold, bool) and math.isfinite(threshold)
-            and threshold > 0):
-        raise ArgumentError(f"forecast_depth needs a finite threshold > 0, got {threshold!r} — pass e.g. 0.5")
-    if readout is not None and not callable(readout):
-        raise ArgumentError(f"forecast_depth's readout must be a callable state -> logits, got "
-                            f"{type(readout).__name__} — pass the map's readout or None")
-    if not (isinstance(output_threshold, (int, float)) and not isinstance(output_threshold, bool)
-            and math.isfinite(output_threshold) and output_threshold > 0):
-        raise ArgumentError(f"forecast_depth needs a finite output_threshold > 0 (nats), got {output_threshold!r} — "
-                            "pass e.g. 0.1")
+    _check_arguments(states, trained_loop, horizon, threshold, readout, output_threshold)
     period = _period(states[: trained_loop + 1], max_period)
     if period > 1:
         step = _power(step, period)
@@ -154,28 +136,8 @@ def forecast_depth(step, states: torch.Tensor, trained_loop: int, *, horizon: in
             forecast.judged_on, forecast.output_threshold = "output", float(output_threshold)
             forecast.output_divergence, forecast.output_horizon = [0.0], horizon
         return forecast
-    total = torch.zeros_like(x, dtype=torch.float64)
-    norms, displacement, products = [], [], 0
-    v = delta
-    with torch.no_grad():
-        for _ in range(min(ahead, max_products)):
-            v = jvp(step, x, v).detach()
-            products += 1
-            size = float(v.norm())
-            if not math.isfinite(size):  # the linearized steps overflow: the state leaves at once
-                norms.append(math.inf)
-                displacement.append(math.inf)
-                if output is not None:
-                    output.overflow()
-                break
-            total += v.to(torch.float64)
-            norms.append(size)
-            displacement.append(float(total.norm()) / max(scale, 1e-300))
-            if output is not None:
-                output.add(total)
-            state_known = displacement[-1] >= 2 * threshold
-            if state_known and (output is None or output.known()) and size >= float(delta.norm()):
-                break  # every crossing is known and the steps are not shrinking: no need to go on
+    total, v, norms, displacement = _propagate(step, x, delta, min(ahead, max_products), threshold, output)
+    products = len(norms)
     first_gain = norms[0] / float(delta.norm()) if norms else math.nan
     rate = _late_rate(norms)
     if len(displacement) < ahead and math.isfinite(displacement[-1]) and not (displacement[-1] >= 2 * threshold):
@@ -200,6 +162,57 @@ def forecast_depth(step, states: torch.Tensor, trained_loop: int, *, horizon: in
         forecast.output_divergence = output.divergence
         forecast.output_horizon = trained_loop + period * len(output.divergence)
     return forecast
+
+
+def _check_arguments(states, trained_loop, horizon, threshold, readout, output_threshold) -> None:
+    from ..errors import ArgumentError
+
+    if not isinstance(trained_loop, int) or isinstance(trained_loop, bool) or not 1 <= trained_loop < len(states):
+        raise ArgumentError(f"forecast_depth needs trained_loop in [1, {len(states) - 1}] (a measured step before "
+                            f"it), got {trained_loop!r} — pass the trained depth of a trajectory that reaches it")
+    if not isinstance(horizon, int) or isinstance(horizon, bool) or horizon <= trained_loop:
+        raise ArgumentError(f"forecast_depth needs horizon > trained_loop={trained_loop}, got {horizon!r} — pass "
+                            f"e.g. horizon={4 * trained_loop}")
+    if not (isinstance(threshold, (int, float)) and not isinstance(threshold, bool) and math.isfinite(threshold)
+            and threshold > 0):
+        raise ArgumentError(f"forecast_depth needs a finite threshold > 0, got {threshold!r} — pass e.g. 0.5")
+    if readout is not None and not callable(readout):
+        raise ArgumentError(f"forecast_depth's readout must be a callable state -> logits, got "
+                            f"{type(readout).__name__} — pass the map's readout or None")
+    if not (isinstance(output_threshold, (int, float)) and not isinstance(output_threshold, bool)
+            and math.isfinite(output_threshold) and output_threshold > 0):
+        raise ArgumentError(f"forecast_depth needs a finite output_threshold > 0 (nats), got {output_threshold!r} — "
+                            "pass e.g. 0.1")
+
+
+def _propagate(step, x: torch.Tensor, delta: torch.Tensor, count: int, threshold: float, output):
+    """Up to ``count`` forecast steps ``v_k = J^k delta`` (one jvp each): ``(sum of the steps, the last step, their
+    norms, the relative displacements)``, stopped early once every crossing is known and the steps do not shrink."""
+    from ..linalg.operators import jvp
+
+    scale = float(x.norm())
+    total = torch.zeros_like(x, dtype=torch.float64)
+    norms, displacement = [], []
+    v = delta
+    with torch.no_grad():
+        for _ in range(count):
+            v = jvp(step, x, v).detach()
+            size = float(v.norm())
+            if not math.isfinite(size):  # the linearized steps overflow: the state leaves at once
+                norms.append(math.inf)
+                displacement.append(math.inf)
+                if output is not None:
+                    output.overflow()
+                break
+            total += v.to(torch.float64)
+            norms.append(size)
+            displacement.append(float(total.norm()) / max(scale, 1e-300))
+            if output is not None:
+                output.add(total)
+            state_known = displacement[-1] >= 2 * threshold
+            if state_known and (output is None or output.known()) and size >= float(delta.norm()):
+                break  # every crossing is known and the steps are not shrinking: no need to go on
+    return total, v, norms, displacement
 
 
 class _OutputForecast:
