@@ -410,8 +410,9 @@ def check_attractors(case, result, states, jacobians):
         assert attractor["fraction"] == len(members) / starts
         assert attractor["interval"][0] <= attractor["fraction"] <= attractor["interval"][1]
         if period:
-            point = min((ends[i] for i in members), key=lambda e: float((case.step(e[0]) - e[0]).norm()))[0] \
-                if period == 1 else ends[members[0]][0]
+            with torch.no_grad():
+                point = min((ends[i] for i in members), key=lambda e: float((case.step(e[0]) - e[0]).norm()))[0] \
+                    if period == 1 else ends[members[0]][0]
             step_p = (lambda x: case.step(case.step(x))) if period == 2 else case.step
             radius = float(torch.linalg.eigvals(autograd_jacobian(step_p, point)).abs().max())
             assert attractor["spectral_radius"] == pytest.approx(radius, rel=1e-3)
@@ -459,6 +460,25 @@ def check_halting(case, result, states, jacobians):
             assert rule["exits"] == exits
         assert result.rules[0]["exits"][0] < result.rules[0]["exits"][-1]  # the fast token exits first
         assert result.rules[-1]["agreement"] == 1.0  # a strict exit agrees with the full run
+    # whole-input exit rules: the relative change of the whole state, and with a readout its successive KL,
+    # entropy and confidence, recomputed here from the reference trajectory
+    flat = torch.stack([state.reshape(-1) for state in states])
+    residual = ((flat[1:] - flat[:-1]).norm(dim=-1) / flat[:-1].norm(dim=-1)).tolist()
+    signals = {"residual": (residual, True)}
+    if case.readout is not None:
+        with torch.no_grad():
+            logits = torch.stack([case.readout(state).to(F64).reshape(-1, case.readout(state).shape[-1])
+                                  for state in states])
+        log_p = torch.log_softmax(logits, -1)
+        signals["kl"] = ((log_p.exp()[1:] * (log_p[1:] - log_p[:-1])).sum(-1).mean(-1).tolist(), True)
+        signals["entropy"] = ((-(log_p.exp() * log_p).sum(-1).mean(-1))[1:].tolist(), True)
+        signals["confidence"] = (log_p.exp().max(-1).values.mean(-1)[1:].tolist(), False)
+    assert {entry["rule"] for entry in result.sequence_rules} == set(signals)
+    for entry in result.sequence_rules:
+        values, below = signals[entry["rule"]]
+        expected = next((t for t, v in enumerate(values, 1) if (v < entry["threshold"] if below
+                                                                 else v >= entry["threshold"])), case.loops)
+        assert entry["exit"] == expected, entry
 
 
 def check_loop_depth(case, result, states, jacobians):

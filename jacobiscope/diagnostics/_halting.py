@@ -20,18 +20,26 @@ class HaltingMeasurement(DiagnosticResult):
     run), ``agreement`` (share of tokens whose output at exit equals the output after all loops: the readout's
     argmax when the map has one, else the state within ``halting_agree_rtol`` of the final one). ``tokens``: how
     many a state holds, read as every diagnostic reads them (`token_rows`: the last axis is the features, so
-    ``[T, H]`` and a model's own ``[1, T, H]`` both hold ``T``)."""
+    ``[T, H]`` and a model's own ``[1, T, H]`` both hold ``T``).
+
+    Exit rules for the whole input (`jacobiscope.diagnostics._exit_rules`: residual, KL between successive
+    readouts, entropy, confidence, the model's own exit gate), each over its threshold range: ``sequence_rules``,
+    one ``{rule, threshold, exit, quality, agreement}`` per rule and threshold (the exit loop, the map's quality
+    score there, the share of readout positions agreeing with the last loop); ``quality``: the score at every loop
+    (the fixed-depth baseline). Across inputs, `exit_rule_tradeoffs` gives accuracy against mean loops spent."""
 
     tokens: int
     median_change: list
     max_change: list
     rules: list = field(default_factory=list)
     agreement_by: str = "state"
+    quality: list = field(default_factory=list)
+    sequence_rules: list = field(default_factory=list)
 
     glossary = {"agrees": ("% of tokens", "share of tokens whose output at their exit equals the output after all "
                                           "loops (first halting threshold).")}
-    panels = 2
-    figure_size = (11.0, 4.2)
+    panels = 3
+    figure_size = (15.0, 4.2)
 
     def columns(self) -> dict:
         if not self.rules:
@@ -51,7 +59,7 @@ class HaltingMeasurement(DiagnosticResult):
         saved against agreement, one point per exit threshold."""
         from .._figures import legend
 
-        change, trade = axes
+        change, trade, matched = axes
         for _, result, label, color in entries:
             if result is None:
                 continue
@@ -68,6 +76,7 @@ class HaltingMeasurement(DiagnosticResult):
         trade.set_ylabel("agreement with the full run")
         trade.set_title("exit rules: one point per threshold")
         legend(trade, len(entries))
+        _draw_matched(matched, [entry.result for entry in entries])
 
 
 class Halting(Diagnostic):
@@ -106,9 +115,67 @@ class Halting(Diagnostic):
         rtol = float(context.options.get("halting_agree_rtol", 1e-2))
         rules = [_replay(float(threshold), change, tokens, outputs, rtol)
                  for threshold in context.options.get("halting_thresholds", (1e-2, 1e-3, 1e-4))]
+        quality, sequence = _sequence_rules(context, states)
         return HaltingMeasurement(tokens=int(tokens.shape[1]), median_change=change.median(dim=1).values.tolist(),
                                   max_change=change.max(dim=1).values.tolist(), rules=rules,
-                                  agreement_by="readout" if outputs is not None else "state")
+                                  agreement_by="readout" if outputs is not None else "state", quality=quality,
+                                  sequence_rules=sequence)
+
+
+def _sequence_rules(context: MeasureContext, states: torch.Tensor) -> tuple[list, list]:
+    """The quality per loop and every exit rule's replay over its thresholds (whole-input exits)."""
+    from ._exit_rules import BELOW, RULE_THRESHOLDS, exit_signals, replay_rule
+    from ._loop_depth import _score, readout_logits
+    from ._loop_lens import gate_function
+
+    info = context.looped.info
+    own = (lambda state: state) if info.unbatched_original else (lambda state: state.unsqueeze(0))
+    logits = gates = None
+    with torch.no_grad():
+        if callable(info.readout):
+            logits = torch.stack([readout_logits(info.readout, own(state), t) for t, state in enumerate(states)])
+            logits = logits.reshape(logits.shape[0], -1, logits.shape[-1])
+        gate = gate_function(context.looped)
+        if gate is not None:
+            gates = torch.stack([torch.as_tensor(gate(own(state)), dtype=torch.float64).reshape(-1)
+                                 for state in states])
+        quality = [_score(info.quality, own(state), t) for t, state in enumerate(states)] if callable(
+            info.quality) else []
+    signals = exit_signals(states, logits, gates)
+    argmax = logits.argmax(-1) if logits is not None else None
+    out = []
+    for rule, signal in signals.items():
+        for threshold in RULE_THRESHOLDS[rule]:
+            exit_loop = replay_rule(signal, threshold, below=BELOW[rule])
+            agreement = float((argmax[exit_loop] == argmax[-1]).to(torch.float64).mean()) if argmax is not None \
+                else None
+            out.append({"rule": rule, "threshold": threshold, "exit": exit_loop,
+                        "quality": quality[exit_loop] if quality else None, "agreement": agreement})
+    return quality, out
+
+
+def _draw_matched(ax, results: list) -> None:
+    """Accuracy (the quality score, else the agreement with the last loop) against mean loops spent, one line per
+    rule over its thresholds, the fixed depths dashed, the points on the Pareto front ringed."""
+    from .._figures import legend, no_data
+    from ._exit_rules import exit_rule_tradeoffs
+
+    tradeoffs = exit_rule_tradeoffs(results)
+    if not tradeoffs:
+        no_data(ax, "no whole-input exit rules in this report")
+        return
+    rules = sorted({row["rule"] for row in tradeoffs})
+    for rule in rules:
+        points = sorted((r for r in tradeoffs if r["rule"] == rule), key=lambda r: r["mean_loops"])
+        ax.plot([p["mean_loops"] for p in points], [p["score"] for p in points], "--" if rule == "fixed" else "o-",
+                lw=1, ms=3, label=rule)
+    front = [r for r in tradeoffs if r["on_front"]]
+    ax.scatter([r["mean_loops"] for r in front], [r["score"] for r in front], s=60, facecolors="none",
+               edgecolors="k", lw=0.8)
+    ax.set_xlabel("mean loops spent")
+    ax.set_ylabel("quality at exit" if all(r.quality for r in results if r is not None) else "agreement")
+    ax.set_title("exit rules at matched compute (ringed: Pareto front)")
+    legend(ax, len(rules))
 
 
 def _outputs(readout, states: torch.Tensor, info) -> torch.Tensor:
