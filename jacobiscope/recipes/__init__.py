@@ -27,6 +27,7 @@ _EXPORTS = {
     "LoopedLMRecipe": ".recipes.looped_lm",
     "train_looped_lm": ".recipes.looped_lm",
     "ship_looped_lm": ".recipes._looped_lm_shipping",
+    "restart_select": ".recipes._restarts",
 }
 
 __all__ = sorted(_EXPORTS)
