@@ -11,7 +11,7 @@ Example::
     >>> puzzle = "530070000600195000098000060800060003400803001700020006060000280000419005000080079"
     >>> picks = restart_select(model, [puzzle], loops=4, restarts=3, noise=0.5, seed=0)
     >>> sorted(picks), picks["all"].shape
-    (['all', 'basin', 'energy', 'first', 'residual'], torch.Size([1, 3, 81]))
+    (['all', 'basin', 'energies', 'energy', 'first', 'residual', 'residuals'], torch.Size([1, 3, 81]))
     >>> torch.equal(picks["first"], model.solve([puzzle], loops=4))   # restart 0 is the model's own start
     True
 
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["restart_select", "SELECTIONS"]
+__all__ = ["restart_select", "select_among", "SELECTIONS"]
 
 SELECTIONS = ("first", "residual", "energy", "basin")
 
@@ -33,7 +33,9 @@ SELECTIONS = ("first", "residual", "energy", "basin")
 @torch.no_grad()
 def restart_select(model, puzzles, *, loops: int, restarts: int, noise: float = 0.5, seed: int = 0,
                    batch_size: int = 256) -> dict:
-    """``{selection: [N, 81] grids}`` for every rule in `SELECTIONS` (plus ``"all"``: ``[N, restarts, 81]``)."""
+    """``{selection: [N, 81] grids}`` for every rule in `SELECTIONS`, plus ``"all"`` (every start's grid,
+    ``[N, restarts, 81]``), ``"residuals"`` and ``"energies"`` (``[N, restarts]``: what the rules read, so a caller
+    can select among the first k restarts without running them again)."""
     from ..errors import ArgumentError
     from .._validation import seed_int
     from ._eval_checks import check_batch_size, check_solver
@@ -51,12 +53,14 @@ def restart_select(model, puzzles, *, loops: int, restarts: int, noise: float = 
     ids = _as_puzzle_tensor(puzzles).to(model.device)
     per_chunk = max(1, batch_size // restarts)
     generator = torch.Generator(device=model.device).manual_seed(seed)
-    parts = {name: [] for name in (*SELECTIONS, "all")}
+    parts = {name: [] for name in (*SELECTIONS, "all", "residuals", "energies")}
     for start in range(0, ids.shape[0], per_chunk):
         chunk = ids[start : start + per_chunk]
         grids, residual, energy = _run_starts(model, chunk, loops, restarts, float(noise), generator)
         for name, grid in _select(chunk, grids, residual, energy).items():
             parts[name].append(grid)
+        parts["residuals"].append(residual)
+        parts["energies"].append(energy)
     return {name: torch.cat(values) for name, values in parts.items()}
 
 
@@ -84,6 +88,11 @@ def _run_starts(model, chunk, loops, restarts, noise, generator):
     digits = read(x).argmax(-1) + 1
     grids = torch.where(repeated > 0, repeated, digits).reshape(n, restarts, 81)
     return grids, residual, energy
+
+
+def select_among(grids, residual, energy) -> dict:
+    """The picks of every rule among the given starts: ``grids [N, K, 81]``, ``residual`` and ``energy [N, K]``."""
+    return _select(None, grids, residual, energy)
 
 
 def _select(chunk, grids, residual, energy) -> dict:
