@@ -18,7 +18,7 @@ def itrsa():
 
 def test_restart_zero_is_the_plain_solve_and_one_restart_changes_nothing():
     model = itrsa()
-    plain = model.solve(PUZZLES, loops=5)
+    plain = model.solve(PUZZLES, loops=6)   # 5 loops, and the one that reads the residual
     picks = restart_select(model, PUZZLES, loops=5, restarts=4, noise=0.3, seed=1)
     assert torch.equal(picks["first"], plain) and torch.equal(picks["all"][:, 0], plain)
     single = restart_select(model, PUZZLES, loops=5, restarts=1, noise=0.3)
@@ -42,7 +42,10 @@ def test_the_selections_pick_the_restarts_their_rules_name():
             x = model.step(x, injection)
         residual = ((model.step(x, injection) - x).flatten(1).norm(dim=1) / x.flatten(1).norm(dim=1)).reshape(2, -1)
         energy = (-(x * model.drive(x, injection)).sum(dim=(-1, -2))).reshape(2, -1)
+        digits = model.readout(model.head_norm(model.step(x, injection))).argmax(-1) + 1
+    expected_grids = torch.where(ids > 0, ids, digits).reshape(2, restarts, 81)
     grids = picks["all"]
+    assert torch.equal(grids, expected_grids)
     for i in range(2):
         assert torch.equal(picks["residual"][i], grids[i, int(residual[i].argmin())])
         assert torch.equal(picks["energy"][i], grids[i, int(energy[i].argmin())])

@@ -12,14 +12,15 @@ Example::
     >>> picks = restart_select(model, [puzzle], loops=4, restarts=3, noise=0.5, seed=0)
     >>> sorted(picks), picks["all"].shape
     (['all', 'basin', 'energies', 'energy', 'first', 'residual', 'residuals'], torch.Size([1, 3, 81]))
-    >>> torch.equal(picks["first"], model.solve([puzzle], loops=4))   # restart 0 is the model's own start
+    >>> torch.equal(picks["first"], model.solve([puzzle], loops=5))   # restart 0: the model's own start, 4 + 1 loops
     True
 
 ItrSA's restart 0 is its own deterministic start, so one restart is the plain `solve`; its other starts are that
 state plus ``noise`` x its RMS of Gaussian noise, normalized as the model normalizes states. AKOrN's starts are K
 draws of its own random initial state (as ``solve(votes=K)`` draws them; ``noise`` is not used). Each start
-runs ``loops`` loops, then one more to read its residual ``||F(x) - x|| / ||x||``: the compute is
-``restarts x (loops + 1)`` loops per puzzle. Givens are kept as given.
+runs ``loops`` loops, then one more to read its residual ``||F(x) - x|| / ||x||``, and answers from that last state:
+each start is ``solve(loops=loops + 1)`` and the compute is ``restarts x (loops + 1)`` loops per puzzle. Givens are
+kept as given.
 """
 from __future__ import annotations
 
@@ -85,7 +86,7 @@ def _run_starts(model, chunk, loops, restarts, noise, generator):
     n = chunk.shape[0]
     residual = ((following - x).flatten(1).norm(dim=1) / x.flatten(1).norm(dim=1).clamp_min(1e-30)).reshape(n, restarts)
     energy = (-(x * model.drive(x, injection)).sum(dim=(-1, -2))).reshape(n, restarts)
-    digits = read(x).argmax(-1) + 1
+    digits = read(following).argmax(-1) + 1  # the answer of the last state run: loops + 1 loops for everything
     grids = torch.where(repeated > 0, repeated, digits).reshape(n, restarts, 81)
     return grids, residual, energy
 
