@@ -21,6 +21,9 @@ from ._base import (
     Diagnostic, DiagnosticDefinitionError, DiagnosticError, MeasureContext, Option, check_options, get_diagnostic,
     list_diagnostics, register_diagnostic, unregister_diagnostic
 )
+from ._attractors import AttractorsMeasurement
+from ._depth_safety import DepthSafetyMeasurement
+from ._exit_rules import best_rule_by_compute, exit_rule_tradeoffs
 from ._fixed_points import FixedPointsMeasurement
 from ._halting import HaltingMeasurement
 from ._loop_depth import LoopDepthMeasurement
@@ -34,4 +37,4 @@ from ._row import LayerResult
 __all__ = ["Diagnostic", "DiagnosticError", "DiagnosticDefinitionError", "Option", "check_options", "MeasureContext", "get_diagnostic", "list_diagnostics", "register_diagnostic",
            "unregister_diagnostic", "measure", "DiagnosticResult", "SpectralNormMeasurement", "EigenvaluesMeasurement",
            "LyapunovMeasurement", "ClusterMeasurement", "EnergyMeasurement", "RegimeMeasurement",
-           "FixedPointsMeasurement", "HaltingMeasurement", "LoopDepthMeasurement", "FigureEntry", "LayerResult"]
+           "FixedPointsMeasurement", "HaltingMeasurement", "LoopDepthMeasurement", "FigureEntry", "LayerResult", "AttractorsMeasurement", "DepthSafetyMeasurement", "exit_rule_tradeoffs", "best_rule_by_compute"]
