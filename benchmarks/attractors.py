@@ -57,7 +57,8 @@ def summarize(data: dict) -> dict:
             "correct_smallest_residual": sum(s["smallest_residual"] for s in stable),
             "correct_smallest_radius": sum(s["smallest_spectral_radius"] for s in stable),
             "with_stability": len(stable),
-            "radii": [a["spectral_radius"] for r in rows for a in r["attractors"] if a["kind"] != "unsettled"]}
+            "radii": [a["spectral_radius"] for r in rows for a in r["attractors"]
+                      if a["kind"] != "unsettled" and a["spectral_radius"] is not None]}
 
 
 def main() -> None:

@@ -92,3 +92,12 @@ def test_a_start_count_over_the_budget_is_refused_before_any_loop():
     with pytest.raises(ArgumentError, match="attractor_starts"):
         jacobiscope.measure(lambda x: 0.5 * x, torch.ones(2, dtype=F64), loops=100, diagnostics=["attractors"],
                             options={"attractor_starts": 4096})
+
+
+def test_unsettled_attractors_carry_no_multiplier_and_raise_no_nan_flag():
+    looped = jacobiscope.systems.logistic_map(4.0)
+    row = jacobiscope.measure(looped, looped.x0, loops=50, diagnostics=["attractors"],
+                              options={"attractor_starts": 4})
+    census = row.results["attractors"]
+    assert all(a["kind"] == "unsettled" and a["spectral_radius"] is None for a in census.attractors)
+    assert not any("NaN/Inf" in flag for flag in row.flags)

@@ -40,7 +40,7 @@ class AttractorsMeasurement(DiagnosticResult):
 
     ``attractors``: largest basin first, each ``{kind ("fixed point" / "cycle" / "unsettled"), period, starts,
     fraction, interval (95% Wilson), residual (||F^p(x) - x|| / ||x||), spectral_radius (of J_{F^p} at the point:
-    the largest Floquet multiplier's modulus; NaN when unsettled), own (the unperturbed run ends on it), quality
+    the largest Floquet multiplier's modulus; None when unsettled: no orbit to linearize at), own (the unperturbed run ends on it), quality
     (the map's score at the point, or None), correct (quality >= attractor_correct_quality, or None)}``.
     With a quality score: ``correct_fraction`` and ``correct_interval`` (share of the starts on a correct attractor)
     and ``correct_is_most_stable`` (``{"largest_basin", "smallest_residual", "smallest_spectral_radius"}``: whether
@@ -188,7 +188,7 @@ class Attractors(Diagnostic):
         return {"kind": attractor.kind, "period": attractor.period, "starts": attractor.starts,
                 "fraction": attractor.fraction, "interval": list(attractor.interval),
                 "residual": attractor.residual,
-                "spectral_radius": _floquet_radius(context.looped, point, attractor.period) if settled else math.nan,
+                "spectral_radius": _floquet_radius(context.looped, point, attractor.period) if settled else None,
                 "own": bool(own_distance <= rtol), "quality": score,
                 "correct": None if score is None else bool(math.isfinite(score) and score >= threshold)}
 
@@ -218,5 +218,5 @@ def _most_stable(attractors: list) -> dict | None:
 
     return {"largest_basin": first_is_correct(lambda a: -a["fraction"]),
             "smallest_residual": first_is_correct(lambda a: a["residual"]),
-            "smallest_spectral_radius": first_is_correct(lambda a: a["spectral_radius"]
-                                                         if math.isfinite(a["spectral_radius"]) else math.inf)}
+            "smallest_spectral_radius": first_is_correct(lambda a: a["spectral_radius"] if isinstance(
+                a["spectral_radius"], float) and math.isfinite(a["spectral_radius"]) else math.inf)}
