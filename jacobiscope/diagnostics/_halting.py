@@ -133,7 +133,14 @@ def _sequence_rules(context: MeasureContext, states: torch.Tensor) -> tuple[list
     logits = gates = None
     with torch.no_grad():
         if callable(info.readout):
-            logits = torch.stack([readout_logits(info.readout, own(state), t) for t, state in enumerate(states)])
+            values = [readout_logits(info.readout, own(state), t) for t, state in enumerate(states)]
+            shapes = sorted({tuple(value.shape) for value in values})
+            if len(shapes) > 1:
+                from ..errors import StepOutputError
+
+                raise StepOutputError(f"the map's readout (info.readout) returned logits of different shapes along "
+                                      f"the loop ({shapes}) — it must give the same [..., classes] at every loop")
+            logits = torch.stack(values)
             logits = logits.reshape(logits.shape[0], -1, logits.shape[-1])
         gate = gate_function(context.looped)
         if gate is not None:
