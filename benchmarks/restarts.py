@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import time
 from pathlib import Path
 
@@ -53,7 +54,8 @@ def main() -> None:
     sets = {"SATNet test": (list(satnet["puzzle"][: args.puzzles]), list(satnet["solution"][: args.puzzles])),
             "RRN test": (list(rrn["puzzle"]), list(rrn["solution"]))}
     ks = [k for k in (1, 2, 4, 8, 16, 32, 64) if k <= args.restarts]
-    out = {}
+    path = Path(__file__).resolve().parent / "out" / f"restarts_{args.puzzles}x{args.restarts}x{args.loops}.json"
+    out = json.loads(path.read_text()) if path.is_file() else {}
     print("| solver | set | k starts | compute (loops) | single run at that compute | residual | energy | basin | "
           "oracle | residual - single (McNemar p) |")
     print("|---|---|---|---|---|---|---|---|---|---|")
@@ -61,13 +63,18 @@ def main() -> None:
         model = jacobiscope.load_pretrained(name).eval()
         for label, (puzzles, solutions) in sets.items():
             started = time.perf_counter()
+            key = f"{name} / {label}"
+            if key in out:
+                continue  # measured by an earlier (interrupted) run: resumed, not redone
             picks = restart_select(model, puzzles, loops=args.loops, restarts=args.restarts, noise=args.noise)
             truth = sudoku.to_tensor(solutions)
+            # the matched single runs, all from one trajectory per puzzle (solve_along reads out along one run)
+            singles = model.solve_along(puzzles, loops=[k * (args.loops + 1) for k in ks])
             rows = []
             for k in ks:
                 chosen = select_among(picks["all"][:, :k], picks["residuals"][:, :k], picks["energies"][:, :k])
                 compute = k * (args.loops + 1)
-                single = model.solve(puzzles, loops=compute)
+                single = singles[compute]
                 right = {rule: (chosen[rule] == truth).all(1) for rule in ("residual", "energy", "basin")}
                 right["single"] = (single == truth).all(1)
                 right["oracle"] = (picks["all"][:, :k] == truth.unsqueeze(1)).all(2).any(1)
@@ -86,11 +93,17 @@ def main() -> None:
                 print(f"| {name} | {label} | {k} | {compute} | {cell('single')} | {cell('residual')} | "
                       f"{cell('energy')} | {cell('basin')} | {cell('oracle')} | {b - c:+d} puzzles "
                       f"(p = {row['residual_vs_single']['p']:.2g}) |", flush=True)
-            out[f"{name} / {label}"] = {"rows": rows, "seconds": time.perf_counter() - started,
-                                        "loops": args.loops, "noise": args.noise}
-    folder = Path(__file__).resolve().parent / "out"
-    folder.mkdir(exist_ok=True)
-    (folder / "restarts.json").write_text(json.dumps(out, indent=1))
+            out[key] = {"rows": rows, "seconds": time.perf_counter() - started, "loops": args.loops,
+                        "noise": args.noise, "puzzles": args.puzzles, "restarts": args.restarts}
+            _save(path, out)
+
+
+def _save(path: Path, out: dict) -> None:
+    """After every (solver, set): a kill loses at most the one being measured."""
+    path.parent.mkdir(exist_ok=True)
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text(json.dumps(out, indent=1))
+    os.replace(temporary, path)
 
 
 if __name__ == "__main__":
