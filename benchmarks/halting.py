@@ -8,7 +8,9 @@ For each model: `jacobiscope.analyze(..., diagnostics=["halting"])` to 2x its tr
 (residual, successive-readout KL, entropy, confidence; the exit gate where the model has one) over its threshold
 range and the fixed depths 1..2T, scored by the model's quality at the exit: the solvers' own solved-or-not; for the
 LMs the exact match of the teacher-forced answer at the exit loop (the same instances scored by `evaluate_task` at
-every loop). Printed: the Pareto front and the best rule within each compute budget; written to
+every loop). Printed: the Pareto front and the best rule within each compute budget, and held out: thresholds chosen on the
+even-numbered inputs, tested on the odd ones against the fixed depth spending at least as many loops (paired, exact
+McNemar); written to
 benchmarks/out/halting.json and benchmarks/figures/halting_matched_compute.png.
 """
 from __future__ import annotations
@@ -95,6 +97,7 @@ def main() -> None:
         for b in best:
             print(f"| <= {b['budget']} | {b['rule']} | {b['threshold']:g} | {b['mean_loops']:.2f} | "
                   f"{100 * b['score']:.1f}% | {100 * fixed.get(float(b['budget']), float('nan')):.1f}% |")
+        out[name]["held_out"] = _held_out(results, budgets)
         front = [r for r in tradeoffs if r["on_front"]]
         print("front: " + "; ".join(f"{r['rule']}@{r['threshold']:g} ({r['mean_loops']:.2f} loops, "
                                     f"{100 * r['score']:.1f}%)" for r in sorted(front, key=lambda r: r["mean_loops"])))
@@ -102,6 +105,49 @@ def main() -> None:
     (folder / "out").mkdir(exist_ok=True)
     (folder / "out" / "halting.json").write_text(json.dumps(out, indent=1))
     _figure(out, folder / "figures" / "halting_matched_compute.png")
+
+
+def _held_out(results: list, budgets: list) -> list:
+    """Thresholds chosen on the even-numbered inputs, tested on the odd ones against the fixed depth that spends at
+    least as many loops on them (ceil of the rule's mean), paired per input with an exact McNemar test."""
+    import math
+
+    from jacobiscope.diagnostics._exit_rules import best_rule_by_compute, exit_rule_tradeoffs
+
+    chosen_on, tested_on = results[0::2], results[1::2]
+    rows = []
+    print("held out: | budget | rule chosen on even inputs | its mean loops on odd inputs | accuracy | fixed depth "
+          "(>= those loops) | accuracy | rule - fixed (McNemar p) |")
+    for pick in best_rule_by_compute(exit_rule_tradeoffs(chosen_on), budgets):
+        if pick["rule"] == "fixed":
+            continue
+        exits = [next(e for e in r.sequence_rules if e["rule"] == pick["rule"] and e["threshold"] == pick["threshold"])
+                 for r in tested_on]
+        loops = sum(e["exit"] for e in exits) / len(exits)
+        depth = min(math.ceil(loops - 1e-9), len(tested_on[0].quality) - 1)
+        rule_right = [bool(e["quality"]) for e in exits]
+        fixed_right = [bool(r.quality[depth]) for r in tested_on]
+        better = sum(a and not b for a, b in zip(rule_right, fixed_right))
+        worse = sum(b and not a for a, b in zip(rule_right, fixed_right))
+        p = _mcnemar(better, worse)
+        row = {"budget": pick["budget"], "rule": pick["rule"], "threshold": pick["threshold"], "mean_loops": loops,
+               "accuracy": sum(rule_right) / len(rule_right), "fixed_depth": depth,
+               "fixed_accuracy": sum(fixed_right) / len(fixed_right), "better": better, "worse": worse, "p": p,
+               "inputs": len(tested_on)}
+        rows.append(row)
+        print(f"| <= {row['budget']} | {row['rule']} @ {row['threshold']:g} | {loops:.2f} | "
+              f"{100 * row['accuracy']:.1f}% | {depth} | {100 * row['fixed_accuracy']:.1f}% | "
+              f"{better - worse:+d} of {len(tested_on)} (p = {p:.2g}) |")
+    return rows
+
+
+def _mcnemar(b: int, c: int) -> float:
+    import math
+
+    n = b + c
+    if n == 0:
+        return 1.0
+    return min(1.0, 2 * sum(math.comb(n, i) for i in range(min(b, c) + 1)) / 2 ** n)
 
 
 def _figure(out: dict, path: Path) -> None:
