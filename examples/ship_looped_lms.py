@@ -43,6 +43,7 @@ RUNS = {
     "looped-lm-dory-addition-shallow": "dory-addition-shallow",
     "looped-lm-dory-addition-h256": "dory-addition-2m",
     "looped-lm-hrm-text-addition-h256": "hrm-text-addition-3m",
+    "looped-lm-inkling2-loop-addition-h160": "inkling2-loop-addition-2m",
 }
 #: The issue's bar: a checkpoint below it at its trained depth on in-range instances is not shipped.
 MIN_EXACT_MATCH = 0.90
