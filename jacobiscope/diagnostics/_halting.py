@@ -101,7 +101,9 @@ class Halting(Diagnostic):
         if states.shape[0] < 2:
             return None
         readout = context.looped.info.readout
-        outputs = _outputs(readout, states, context.looped.info) if callable(readout) else None
+        # The readout runs once per loop: its logits serve both the token replay (argmax) and the exit rules.
+        logits = _logits(readout, states, context.looped.info) if callable(readout) else None
+        outputs = logits.argmax(-1) if logits is not None else None
         # One row per token (`token_rows`): a model's own loop keeps its batch axis of one in the state
         # ([1, T, H]); reading the state's first axis as the tokens made 12 tokens one, and the agreement 1 of 12.
         tokens = token_rows(states, None if outputs is None else outputs.shape[1])
@@ -115,33 +117,24 @@ class Halting(Diagnostic):
         rtol = float(context.options.get("halting_agree_rtol", 1e-2))
         rules = [_replay(float(threshold), change, tokens, outputs, rtol)
                  for threshold in context.options.get("halting_thresholds", (1e-2, 1e-3, 1e-4))]
-        quality, sequence = _sequence_rules(context, states)
+        quality, sequence = _sequence_rules(context, states, logits)
         return HaltingMeasurement(tokens=int(tokens.shape[1]), median_change=change.median(dim=1).values.tolist(),
                                   max_change=change.max(dim=1).values.tolist(), rules=rules,
                                   agreement_by="readout" if outputs is not None else "state", quality=quality,
                                   sequence_rules=sequence)
 
 
-def _sequence_rules(context: MeasureContext, states: torch.Tensor) -> tuple[list, list]:
-    """The quality per loop and every exit rule's replay over its thresholds (whole-input exits)."""
+def _sequence_rules(context: MeasureContext, states: torch.Tensor, logits) -> tuple[list, list]:
+    """The quality per loop and every exit rule's replay over its thresholds (whole-input exits); ``logits``: the
+    readout's ``[loops + 1, positions, classes]`` or None."""
     from ._exit_rules import BELOW, RULE_THRESHOLDS, exit_signals, replay_rule
-    from ._loop_depth import _score, readout_logits
+    from ._loop_depth import _score
     from ._loop_lens import gate_function
 
     info = context.looped.info
     own = (lambda state: state) if info.unbatched_original else (lambda state: state.unsqueeze(0))
-    logits = gates = None
+    gates = None
     with torch.no_grad():
-        if callable(info.readout):
-            values = [readout_logits(info.readout, own(state), t) for t, state in enumerate(states)]
-            shapes = sorted({tuple(value.shape) for value in values})
-            if len(shapes) > 1:
-                from ..errors import StepOutputError
-
-                raise StepOutputError(f"the map's readout (info.readout) returned logits of different shapes along "
-                                      f"the loop ({shapes}) — it must give the same [..., classes] at every loop")
-            logits = torch.stack(values)
-            logits = logits.reshape(logits.shape[0], -1, logits.shape[-1])
         gate = gate_function(context.looped)
         if gate is not None:
             gates = torch.stack([torch.as_tensor(gate(own(state)), dtype=torch.float64).reshape(-1)
@@ -185,21 +178,22 @@ def _draw_matched(ax, results: list) -> None:
     legend(ax, len(rules))
 
 
-def _outputs(readout, states: torch.Tensor, info) -> torch.Tensor:
-    """The readout's prediction per token at every loop: ``[T+1, tokens]`` (argmax of its last dimension)."""
+def _logits(readout, states: torch.Tensor, info) -> torch.Tensor:
+    """The readout's logits at every loop: ``[T+1, positions, classes]`` (one shape along the loop, or refused)."""
     from ._loop_depth import readout_logits
 
     # The readout takes a state as the map's own step does: with its batch dimension of one, or none (as loop_depth).
     own = (lambda state: state) if info.unbatched_original else (lambda state: state.unsqueeze(0))
     with torch.no_grad():
-        outputs = [readout_logits(readout, own(state), t).argmax(-1).reshape(-1) for t, state in enumerate(states)]
-    if len({tuple(output.shape) for output in outputs}) > 1:
+        values = [readout_logits(readout, own(state), t) for t, state in enumerate(states)]
+    shapes = sorted({tuple(value.shape) for value in values})
+    if len(shapes) > 1:
         from ..errors import StepOutputError
 
         raise StepOutputError(f"the map's readout (info.readout) returned logits of different shapes along the loop "
-                              f"({sorted({tuple(o.shape) for o in outputs})}) — it must give one prediction per "
-                              "position at every loop")
-    return torch.stack(outputs)
+                              f"({shapes}) — it must give the same [..., positions, classes] at every loop")
+    logits = torch.stack(values)
+    return logits.reshape(logits.shape[0], -1, logits.shape[-1])
 
 
 def _replay(threshold: float, change: torch.Tensor, tokens: torch.Tensor, outputs, rtol: float) -> dict:
