@@ -18,7 +18,6 @@ actually happened beside the forecast, so a run to 4x the trained depth checks i
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import torch
@@ -69,6 +68,7 @@ class DepthSafetyMeasurement(DiagnosticResult):
     state_leave_interval: list = field(default_factory=lambda: [None, None])
     output_threshold: float | None = None
     output_leave_loop: int | None = None
+    output_leave_interval: list = field(default_factory=lambda: [None, None])
     output_divergence: list = field(default_factory=list)
     output_horizon: int | None = None
     measured_output_divergence: list = field(default_factory=list)
@@ -185,21 +185,11 @@ class DepthSafety(Diagnostic):
                                   max_products=int(options.get("depth_safety_products", 512)))
         measured, measured_loop = _measured(context, trained, threshold)
         output_measured, output_loop = _measured_output(context, readout, trained, output_threshold)
-        return DepthSafetyMeasurement(
-            word=forecast.word, trained_loop=trained, trained_from=source, horizon=horizon, threshold=threshold,
-            collapse_loop=forecast.collapse_loop, collapse_interval=list(forecast.collapse_interval),
-            rate=_plain(forecast.rate), first_gain=_plain(forecast.first_gain),
-            window_rate=_plain(forecast.window_rate), last_step=_plain(forecast.last_step),
-            settled_displacement=None if forecast.settled_displacement is None else _plain(
-                forecast.settled_displacement),
-            displacement=[_plain(v) for v in forecast.displacement], displacement_loops=forecast.displacement_loops,
-            measured_displacement=measured, measured_collapse_loop=measured_loop, products=forecast.products,
-            judged_on=forecast.judged_on, state_leave_loop=forecast.state_leave_loop,
-            state_leave_interval=list(forecast.state_leave_interval), output_threshold=forecast.output_threshold,
-            output_leave_loop=forecast.output_leave_loop, output_divergence=[_plain(v) for v in
-                                                                             forecast.output_divergence],
-            output_horizon=forecast.output_horizon, measured_output_divergence=output_measured,
-            measured_output_leave_loop=output_loop, period=forecast.period)
+        # the forecast's own fields, and what was measured past the trained depth beside them
+        return DepthSafetyMeasurement(**vars(forecast), trained_from=source, measured_displacement=measured,
+                                      measured_collapse_loop=measured_loop,
+                                      measured_output_divergence=output_measured,
+                                      measured_output_leave_loop=output_loop)
 
     @staticmethod
     def _trained_loop(context: MeasureContext) -> tuple[int | None, str]:
@@ -220,15 +210,31 @@ class DepthSafety(Diagnostic):
 
 def _measured(context: MeasureContext, trained: int, threshold: float) -> tuple[list, int | None]:
     """The actual displacement from the trained-depth state at the loops measured past it (up to the last finite)."""
-    reference = context.states[trained].to(dtype=context.states.dtype)
+    reference = context.states[trained]
     scale = float(reference.norm()) or 1.0
-    values, crossed = [], None
-    for t in range(trained + 1, context.last_finite + 1):
-        value = float((context.states[t] - reference).norm()) / scale
-        values.append(value)
-        if crossed is None and value >= threshold:
-            crossed = t
-    return values, crossed
+    return _departure(context, trained, threshold, lambda t: float((context.states[t] - reference).norm()) / scale)
+
+
+def _measured_output(context: MeasureContext, readout, trained: int, threshold: float) -> tuple[list, int | None]:
+    """The actual mean KL from the trained-depth output at the loops measured past it (maps with a readout)."""
+    if readout is None:
+        return [], None
+    from ._loop_depth import readout_logits
+
+    def log_p(t):
+        return torch.log_softmax(readout_logits(readout, context.states[t].unsqueeze(0), t), dim=-1)
+
+    with torch.no_grad():
+        base = log_p(trained)
+        return _departure(context, trained, threshold,
+                          lambda t: float((base.exp() * (base - log_p(t))).sum(-1).mean()))
+
+
+def _departure(context: MeasureContext, trained: int, threshold: float, distance) -> tuple[list, int | None]:
+    """``distance(t)`` at the loops past the trained depth up to the last finite one, and the first that reaches
+    ``threshold`` (None: none does)."""
+    values = [distance(t) for t in range(trained + 1, context.last_finite + 1)]
+    return values, next((trained + 1 + i for i, value in enumerate(values) if value >= threshold), None)
 
 
 def _readout(info):
@@ -237,25 +243,3 @@ def _readout(info):
     if not callable(readout):
         return None
     return (lambda state: readout(state[0])) if info.unbatched_original else readout
-
-
-def _measured_output(context: MeasureContext, readout, trained: int, threshold: float) -> tuple[list, int | None]:
-    """The actual mean KL from the trained-depth output at the loops measured past it (maps with a readout)."""
-    if readout is None or context.last_finite <= trained:
-        return [], None
-    from ._loop_depth import readout_logits
-
-    with torch.no_grad():
-        base = torch.log_softmax(readout_logits(readout, context.states[trained].unsqueeze(0), trained), dim=-1)
-        values, crossed = [], None
-        for t in range(trained + 1, context.last_finite + 1):
-            log_q = torch.log_softmax(readout_logits(readout, context.states[t].unsqueeze(0), t), dim=-1)
-            value = float((base.exp() * (base - log_q)).sum(-1).mean())
-            values.append(value)
-            if crossed is None and value >= threshold:
-                crossed = t
-    return values, crossed
-
-
-def _plain(value) -> float:
-    return float(value)  # a Python float (an overflowing forecast keeps its inf: the row is flagged)
