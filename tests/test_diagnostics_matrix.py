@@ -344,15 +344,19 @@ def check_energy(case, result, states, jacobians):
     assert result.values == pytest.approx(expected, rel=1e-9)
 
 
+def kicked_starts(case, count):
+    """The seeded kicks fixed_points and attractors draw (seed 0, noise 0.1 x rms(x0)), written out here."""
+    generator, scale = torch.Generator().manual_seed(0), float(case.x0.pow(2).mean().sqrt())
+    return [case.x0 + 0.1 * scale * torch.randn(case.x0.shape, generator=generator, dtype=F64) for _ in range(count)]
+
+
 def check_fixed_points(case, result, states, jacobians):
     """The same kicks (seeded), each start run the full loops through the reference map, greedy clustering at
     1e-2, the dense spectral radius at each end state."""
-    starts, generator = OPTIONS["basin_starts"], torch.Generator().manual_seed(0)
-    scale = float(case.x0.pow(2).mean().sqrt())
+    starts = OPTIONS["basin_starts"]
     ends = []
     with torch.no_grad():
-        for _ in range(starts):
-            x = case.x0 + 0.1 * scale * torch.randn(case.x0.shape, generator=generator, dtype=F64)
+        for x in kicked_starts(case, starts):
             for _ in range(case.loops):
                 previous, x = x, case.step(x)
             ends.append((x, float((x - previous).norm() / x.norm())))
@@ -380,12 +384,10 @@ def check_attractors(case, result, states, jacobians):
     """The same kicks (seeded), each start run the full loops through the reference map, its period found by
     iterating on (smallest p <= 8 returning within the settle tolerance), grouped by period and orbit distance 1e-2; the Floquet
     radius from the dense Jacobian of F^p at the point; the unperturbed run's end state marked as its own."""
-    starts, generator = OPTIONS["attractor_starts"], torch.Generator().manual_seed(0)
-    scale = float(case.x0.pow(2).mean().sqrt())
+    starts = OPTIONS["attractor_starts"]
     ends = []
     with torch.no_grad():
-        for _ in range(starts):
-            x = case.x0 + 0.1 * scale * torch.randn(case.x0.shape, generator=generator, dtype=F64)
+        for x in kicked_starts(case, starts):
             for _ in range(case.loops):
                 x = case.step(x)
             orbit, y, period = [x], x, 0

@@ -24,13 +24,12 @@ row's loops, then `jacobiscope.dynamics.attractor_census` sorts the end states. 
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass, field
 
 import torch
 
-from ..errors import ConvergenceWarning
 from ._base import Diagnostic, MeasureContext, Option
+from ._fixed_points import _spectral_radius, noised_starts
 from ._result import DiagnosticResult
 
 
@@ -149,11 +148,7 @@ class Attractors(Diagnostic):
         options = context.options
         starts, noise = int(options.get("attractor_starts", 32)), float(options.get("attractor_noise", 0.1))
         max_period = int(options.get("attractor_max_period", 8))
-        generator = torch.Generator(device="cpu").manual_seed(int(options.get("seed", 0)))
-        x0 = context.x0
-        scale = float(x0.pow(2).mean().sqrt()) or 1.0
-        kicks = [x0 + noise * scale * torch.randn(x0.shape, generator=generator, dtype=torch.float64).to(x0)
-                 for _ in range(starts)]
+        kicks = noised_starts(context.x0, starts, noise, int(options.get("seed", 0)))  # as fixed_points draws them
         census = attractor_census(context.looped.step, kicks, loops=context.loops, max_period=max_period,
                                   settle_rtol=float(options.get("attractor_settle_rtol", 1e-4)),
                                   rtol=float(options.get("attractor_rtol", 1e-2)))
@@ -195,15 +190,7 @@ class Attractors(Diagnostic):
 
 def _floquet_radius(looped, point: torch.Tensor, period: int) -> float:
     """The largest Floquet multiplier's modulus: the spectral radius of ``J_{F^p}`` at a point of the orbit."""
-    from ..linalg.eig import jacobian_eigenvalues
-
-    if not bool(torch.isfinite(point).all()):
-        return math.nan
-    cycle_map = looped.power(period) if period > 1 else looped
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        result = jacobian_eigenvalues(cycle_map, point, k=min(2, point.numel()), tol=1e-4, max_restarts=8)
-    return float(result.values.abs().max())
+    return _spectral_radius(looped.power(period) if period > 1 else looped, point)
 
 
 def _most_stable(attractors: list) -> dict | None:

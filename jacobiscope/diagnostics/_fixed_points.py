@@ -97,14 +97,9 @@ class FixedPoints(Diagnostic):
     def compute(self, context: MeasureContext):
         options = context.options
         starts, noise = int(options.get("basin_starts", 8)), float(options.get("basin_noise", 0.1))
-        generator = torch.Generator(device="cpu").manual_seed(int(options.get("seed", 0)))
-        x0 = context.x0
-        scale = float(x0.pow(2).mean().sqrt()) or 1.0
         reference = context.states[context.last_finite]
-        ends = []
-        for _ in range(starts):
-            kick = torch.randn(x0.shape, generator=generator, dtype=torch.float64).to(x0)
-            ends.append(_end_state(context.looped, x0 + noise * scale * kick, context.loops))
+        ends = [_end_state(context.looped, start, context.loops)
+                for start in noised_starts(context.x0, starts, noise, int(options.get("seed", 0)))]
         clusters = _cluster([end for end, _ in ends], float(options.get("basin_rtol", 1e-2)))
         basins = []
         for members in sorted(clusters, key=len, reverse=True):
@@ -114,6 +109,15 @@ class FixedPoints(Diagnostic):
                            "spectral_radius": _spectral_radius(context.looped, end),
                            "distance": float((end - reference).pow(2).mean().sqrt()) / rms})
         return FixedPointsMeasurement(starts=starts, noise=noise, basins=basins)
+
+
+def noised_starts(x0: torch.Tensor, count: int, noise: float, seed: int) -> list:
+    """``count`` starts ``x0 + noise * rms(x0) * z`` (``z`` standard normal, drawn in float64 from ``seed`` on the
+    CPU, so a seed gives the same starts on every device and dtype)."""
+    generator = torch.Generator(device="cpu").manual_seed(seed)
+    scale = float(x0.pow(2).mean().sqrt()) or 1.0
+    return [x0 + noise * scale * torch.randn(x0.shape, generator=generator, dtype=torch.float64).to(x0)
+            for _ in range(count)]
 
 
 def _end_state(looped, x: torch.Tensor, loops: int) -> tuple[torch.Tensor, float]:
