@@ -112,6 +112,7 @@ def _held_out(results: list, budgets: list) -> list:
     least as many loops on them (ceil of the rule's mean), paired per input with an exact McNemar test."""
     import math
 
+    from jacobiscope._proportions import exact_mcnemar
     from jacobiscope.diagnostics._exit_rules import best_rule_by_compute, exit_rule_tradeoffs
 
     chosen_on, tested_on = results[0::2], results[1::2]
@@ -129,7 +130,7 @@ def _held_out(results: list, budgets: list) -> list:
         fixed_right = [bool(r.quality[depth]) for r in tested_on]
         better = sum(a and not b for a, b in zip(rule_right, fixed_right))
         worse = sum(b and not a for a, b in zip(rule_right, fixed_right))
-        p = _mcnemar(better, worse)
+        p = exact_mcnemar(better, worse)
         row = {"budget": pick["budget"], "rule": pick["rule"], "threshold": pick["threshold"], "mean_loops": loops,
                "accuracy": sum(rule_right) / len(rule_right), "fixed_depth": depth,
                "fixed_accuracy": sum(fixed_right) / len(fixed_right), "better": better, "worse": worse, "p": p,
@@ -139,15 +140,6 @@ def _held_out(results: list, budgets: list) -> list:
               f"{100 * row['accuracy']:.1f}% | {depth} | {100 * row['fixed_accuracy']:.1f}% | "
               f"{better - worse:+d} of {len(tested_on)} (p = {p:.2g}) |")
     return rows
-
-
-def _mcnemar(b: int, c: int) -> float:
-    import math
-
-    n = b + c
-    if n == 0:
-        return 1.0
-    return min(1.0, 2 * sum(math.comb(n, i) for i in range(min(b, c) + 1)) / 2 ** n)
 
 
 def _figure(out: dict, path: Path) -> None:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import time
 from pathlib import Path
@@ -25,20 +24,10 @@ import torch
 SOLVERS = ("itrsa-sudoku", "itrsa-sudoku-general", "akorn-sudoku")
 
 
-def exact_mcnemar(b: int, c: int) -> float:
-    """Two-sided exact McNemar p-value from the discordant counts (b: only the rule right; c: only the baseline)."""
-    n = b + c
-    if n == 0:
-        return 1.0
-    k = min(b, c)
-    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n
-    return min(1.0, 2 * tail)
-
-
 def main() -> None:
     import jacobiscope
+    from jacobiscope._proportions import exact_mcnemar, wilson_interval
     from jacobiscope.data import sudoku
-    from jacobiscope.dynamics import wilson_interval
     from jacobiscope.recipes import restart_select
     from jacobiscope.recipes._restarts import select_among
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import jacobiscope
-from jacobiscope.dynamics import attractor_census, wilson_interval
+from jacobiscope.dynamics import attractor_census
 from jacobiscope.errors import ArgumentError
 
 F64 = torch.float64
@@ -68,13 +68,6 @@ def test_with_a_quality_score_the_correct_attractor_and_its_stability_are_named(
         assert [a["residual"] for a in census.attractors] == [0.0, 0.0]
         assert census.correct_is_most_stable == {"largest_basin": expected, "smallest_residual": True,
                                                  "smallest_spectral_radius": expected}
-
-
-def test_wilson_interval_matches_its_closed_form_and_edges():
-    low, high = wilson_interval(8, 10)
-    assert (round(low, 4), round(high, 4)) == (0.4902, 0.9433)   # the textbook Wilson 95% interval for 8 / 10
-    assert wilson_interval(0, 5)[0] == 0.0 and wilson_interval(5, 5)[1] == 1.0
-    assert all(math.isnan(v) for v in wilson_interval(0, 0))
 
 
 @pytest.mark.parametrize("kwargs, words", [(dict(loops=0), "loops an int >= 1"),

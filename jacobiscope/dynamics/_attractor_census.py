@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .._proportions import wilson_interval
+
 __all__ = ["Attractor", "AttractorCensus", "attractor_census", "wilson_interval"]
 
 
@@ -59,17 +61,6 @@ class AttractorCensus:
     starts: int
     loops: int
     forwards: int
-
-
-def wilson_interval(successes: int, total: int, z: float = 1.959963984540054) -> tuple[float, float]:
-    """The 95% Wilson score interval of a proportion (``(nan, nan)`` for no trials)."""
-    if total <= 0:
-        return (math.nan, math.nan)
-    p = successes / total
-    denominator = 1 + z * z / total
-    centre = (p + z * z / (2 * total)) / denominator
-    half = z * math.sqrt(p * (1 - p) / total + z * z / (4 * total * total)) / denominator
-    return (max(0.0, centre - half), min(1.0, centre + half))
 
 
 def attractor_census(step, starts, *, loops: int, max_period: int = 8, settle_rtol: float = 1e-4,

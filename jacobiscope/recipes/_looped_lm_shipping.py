@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import shutil
 import statistics
 from pathlib import Path
@@ -23,6 +22,7 @@ from pathlib import Path
 import torch
 
 from .._io import atomic_write_text
+from .._proportions import wilson_interval
 
 logger = logging.getLogger(__name__)
 
@@ -64,20 +64,10 @@ def _past_depth(at_depth: float, at_last: float, collapse) -> str:
     return "holds" if at_last >= at_depth - 0.05 else "degrades"
 
 
-def _wilson(successes: int, n: int, z: float = 1.959964) -> tuple[float, float]:
-    """The 95% Wilson score interval of a proportion."""
-    if n == 0:
-        return (math.nan, math.nan)
-    p = successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return (max(0.0, centre - half), min(1.0, centre + half))
-
-
 def _split(evaluation, configured) -> dict:
     n = evaluation.n
     accuracy = {int(k): float(v) for k, v in evaluation.accuracy.items()}
-    intervals = {k: _wilson(round(v * n), n) for k, v in accuracy.items()}
+    intervals = {k: wilson_interval(round(v * n), n) for k, v in accuracy.items()}
     return {"levels": list(evaluation.levels), "n": n, "seed": evaluation.seed, "accuracy": accuracy,
             "interval95": intervals, "per_level": {int(k): {int(lv): float(a) for lv, a in v.items()}
                                                    for k, v in evaluation.per_level.items()},
