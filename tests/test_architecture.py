@@ -11,7 +11,8 @@ PACKAGE = Path(__file__).resolve().parent.parent / "jacobiscope"
 #: The declared layer order, lowest first: a module may import from its own layer and the ones below. The root
 #: ``__init__`` (lazy re-exports) and ``__main__`` sit above everything.
 LAYERS = (
-    ("errors", "_validation", "_io", "_locks", "_progress", "_resources", "_values", "_proportions", "_figures", "_map_info"),
+    ("errors", "_validation", "_io", "_locks", "_progress", "_resources", "_values", "_proportions", "_figures",
+     "_map_info"),
     ("linalg", "maps", "_map_checks"),
     ("dynamics", "systems"),
     ("models", "data"),
