@@ -65,10 +65,33 @@ def description(recipe: dict) -> str:
 
 
 def limitations(recipe: dict) -> list[str]:
-    return ["A small model trained for minutes on one CPU thread on one synthetic task; it knows nothing else.",
+    return ["A small model trained on one shared CPU thread (minutes to hours) on one synthetic task; it knows "
+            "nothing else.",
             "Harder-than-trained instances keep the input length fixed, so they test depth, not length "
             "generalization.",
             f"Why this run: {recipe.get('extra', {}).get('why', '-')}"]
+
+
+def training_record(run: Path) -> dict:
+    """The run's train_summary.json; for a run stopped by hand before it finished (no summary), what its validation
+    history shows: the steps trained, the checkpoint chosen and the wall clock from its first to its last validation
+    (so a card never shows a blank training cost, nor a finished run's fields it does not have)."""
+    summary = run / "train_summary.json"
+    if summary.is_file():
+        return json.loads(summary.read_text())
+    history = json.loads((run / "validation_history.json").read_text()) if (run / "validation_history.json").is_file() \
+        else []
+    if not history:
+        return {}
+    from datetime import datetime
+
+    best = max(history, key=lambda row: row["exact_match"])
+    span = datetime.fromisoformat(history[-1]["time"]) - datetime.fromisoformat(history[0]["time"])
+    return {"finished": False, "steps_trained": history[-1]["step"], "best_step": best["step"],
+            "best_exact_match": best["exact_match"], "best_weights": best["weights"],
+            "hours_between_first_and_last_validation": round(span.total_seconds() / 3600, 2),
+            "note": "stopped by hand before max_steps / the target (the time available); the card's model is the "
+                    "best validation checkpoint up to here"}
 
 
 def main() -> None:
@@ -87,8 +110,7 @@ def main() -> None:
                   f"< {MIN_EXACT_MATCH}")
             continue
         recipe = json.loads((best.parent / "recipe.json").read_text())
-        summary_path = best.parent / "train_summary.json"
-        training = json.loads(summary_path.read_text()) if summary_path.is_file() else {}
+        training = training_record(best.parent)
         folder = ship_looped_lm(best, name, description=description(recipe), limitations=limitations(recipe),
                                 n=args.n, training=training)
         results = json.loads((folder / "results.json").read_text())
