@@ -124,6 +124,8 @@ def test_a_users_diagnostic_reaches_text_dataframe_json_html_and_display(drift, 
     assert back == report and isinstance(back.rows[0].results["drift"], DriftResult)
     html = report.save_html(tmp_path / "r.html").read_text(encoding="utf-8")
     assert "<th>drift</th>" in html and "lambda_1 - lambda_2." in html
+    # no caption declared: its docstring's first paragraph captions its figure
+    assert "<figcaption>Drift: the mean relative step over a window, and the Lyapunov gap.</figcaption>" in html
     assert html.count("data:image/png") == len(report.plot())
     assert "drift" in report.plot()
     from matplotlib.figure import Figure

@@ -112,3 +112,38 @@ def test_a_real_model_loop_forecasts_through_its_own_recurrence():
         j_delta = (looped.step(x + h * delta) - looped.step(x - h * delta)) / (2 * h)
     assert result.displacement[0] == pytest.approx(float(j_delta.norm() / x.norm()), rel=1e-5)
     assert result.first_gain == pytest.approx(float(j_delta.norm() / delta.norm()), rel=1e-5)
+
+
+def test_the_figure_draws_the_state_and_the_output_each_judged_where_it_is_judged():
+    """Left panel: the state departure (forecast = the result's values, threshold line at the threshold); right:
+    the output KL for a map with a readout, and a "no readout" note for one without."""
+    pytest.importorskip("matplotlib")
+    head = torch.tensor([[2.0, -1.0], [0.5, 3.0]], dtype=F64)
+    with_readout = two_mode_map()
+    with_readout.info.readout = lambda x: (x @ head).reshape(1, 2)
+    rows = [run(two_mode_map(), torch.tensor([1.0, 1e-3], dtype=F64), 40, depth_safety_threshold=1.0),
+            run(with_readout, torch.tensor([1.0, 1e-3], dtype=F64), 40, depth_safety_output_threshold=0.05)]
+    state_only, judged_on_output = (row.results["depth_safety"] for row in rows)
+    assert (state_only.judged_on, judged_on_output.judged_on) == ("state", "output")
+    figure = jacobiscope.Report(rows).plot()["depth_safety"]
+    state_ax, output_ax = figure.axes[:2]
+    solid = [line for line in state_ax.get_lines() if line.get_linestyle() == "-"]
+    assert list(solid[0].get_ydata()) == pytest.approx([min(v, 1e6) for v in state_only.displacement])
+    assert any(list(line.get_ydata()) == [1.0, 1.0] for line in state_ax.get_lines())   # the threshold
+    output_solid = [line for line in output_ax.get_lines() if line.get_linestyle() == "-"]
+    assert len(output_solid) == 1   # only the row with a readout
+    assert list(output_solid[0].get_ydata()) == pytest.approx(judged_on_output.output_divergence)
+    assert list(output_solid[0].get_xdata())[0] == judged_on_output.trained_loop + judged_on_output.period
+    assert output_ax.get_yscale() in ("log", "symlog") and output_ax.get_ylim()[0] >= 0
+
+
+def test_the_html_caption_of_a_diagnostic_figure_is_its_own(tmp_path):
+    pytest.importorskip("matplotlib")
+    import html
+
+    from jacobiscope.diagnostics import get_diagnostic
+
+    row = run(two_mode_map(), torch.tensor([1.0, 1e-3], dtype=F64), 40)
+    page = html.unescape(jacobiscope.Report([row]).save_html(tmp_path / "r.html").read_text())
+    caption = get_diagnostic("depth_safety").figure_caption
+    assert caption.startswith("Depth safety:") and f"<figcaption>{caption}</figcaption>" in page

@@ -55,19 +55,28 @@ class AttractorsMeasurement(DiagnosticResult):
     correct_is_most_stable: dict | None = None
 
     headers = ("attractors", "main attractor")
-    glossary = {"attractors": ("-", "distinct attractors the noised starts reached: fixed points (F), cycles (C), "
-                                    "unsettled orbits (U) (attractors)."),
-                "main attractor": ("% of starts", "share of the starts on the most common attractor, 95% interval.")}
+    glossary = {"attractors": ("-", "distinct settled attractors the noised starts reached: fixed points (F), cycles "
+                                    "(C); + the starts whose orbit did not settle (attractors)."),
+                "main attractor": ("% of starts", "share of the starts on the most common settled attractor, 95% "
+                                                  "interval.")}
     panels = 1
     figure_size = (7.0, 4.2)
 
     def columns(self) -> dict:
         if not self.attractors:
             return {"attractors": "-"}
-        kinds = [a["kind"][0].upper() for a in self.attractors]
-        main = self.attractors[0]
+        settled = [a["kind"][0].upper() for a in self.attractors if a["kind"] != "unsettled"]
+        unsettled = sum(a["starts"] for a in self.attractors if a["kind"] == "unsettled")
+        # unsettled starts are counted, not listed: 32 orbits that did not settle are not 32 attractors
+        letters = "".join(settled[:8]) + ("..." if len(settled) > 8 else "")
+        text = f"{len(settled)} ({letters})" if settled else "0"
+        if unsettled:
+            text += f" + {unsettled}/{self.starts} starts unsettled"
+        main = next((a for a in self.attractors if a["kind"] != "unsettled"), None)
+        if main is None:
+            return {"attractors": text, "main attractor": "none settled"}
         low, high = main["interval"]
-        return {"attractors": f"{len(kinds)} ({''.join(kinds)})",
+        return {"attractors": text,
                 "main attractor": f"{100 * main['fraction']:.0f}% [{100 * low:.0f}, {100 * high:.0f}]"}
 
     def scalars(self) -> dict:
@@ -82,20 +91,20 @@ class AttractorsMeasurement(DiagnosticResult):
     @classmethod
     def draw(cls, axes, entries) -> None:
         """The share of the starts on each attractor (largest first) with its 95% interval, one group of bars per
-        row; hatched: a cycle; hollow: unsettled; a star over a correct attractor."""
+        row; hatched: a cycle; one hollow bar for all the starts that did not settle; a star over a correct one."""
         from .._figures import legend, no_data
 
-        ax, drawn = axes[0], 0
+        ax, drawn, most = axes[0], 0, 0
         width = 0.8 / max(1, sum(1 for entry in entries if entry.result is not None))
         for _, result, label, color in entries:
             if result is None or not result.attractors:
                 continue
-            positions = [i + drawn * width for i in range(len(result.attractors))]
-            fractions = [a["fraction"] for a in result.attractors]
-            errors = [[a["fraction"] - a["interval"][0] for a in result.attractors],
-                      [a["interval"][1] - a["fraction"] for a in result.attractors]]
-            bars = ax.bar(positions, fractions, width=width, color=color, label=label, yerr=errors, capsize=2)
-            for bar, attractor, x in zip(bars, result.attractors, positions):
+            bars = _bars(result)
+            positions = [i + drawn * width for i in range(len(bars))]
+            fractions = [a["fraction"] for a in bars]
+            errors = [[a["fraction"] - a["interval"][0] for a in bars], [a["interval"][1] - a["fraction"] for a in bars]]
+            drawn_bars = ax.bar(positions, fractions, width=width, color=color, label=label, yerr=errors, capsize=2)
+            for bar, attractor, x in zip(drawn_bars, bars, positions):
                 bar.set_hatch("//" if attractor["kind"] == "cycle" else "")
                 if attractor["kind"] == "unsettled":
                     bar.set_fill(False)
@@ -103,13 +112,28 @@ class AttractorsMeasurement(DiagnosticResult):
                 if attractor.get("correct"):
                     ax.plot([x], [attractor["interval"][1] + 0.03], marker="*", color=color)
             drawn += 1
-        ax.set_xlabel("attractor (largest basin first)")
+            most = max(most, len(bars))
+        # one tick per rank, under the middle of its group of bars
+        ax.set_xticks([i + (drawn - 1) * width / 2 for i in range(most)], [str(i + 1) for i in range(most)])
+        ax.set_xlabel("attractor (largest basin first; the last hollow bar: all unsettled starts)")
         ax.set_ylabel("share of noised starts")
         ax.set_ylim(0, 1.1)
         ax.set_title("attractor census: basins (cycles hatched, unsettled hollow, * correct)")
         if not drawn:
             no_data(ax, "no attractor census in this report")
         legend(ax, drawn)
+
+
+def _bars(result: AttractorsMeasurement) -> list:
+    """The settled attractors as they are, then one bar for every start that did not settle (with its interval)."""
+    from .._proportions import wilson_interval
+
+    bars = [a for a in result.attractors if a["kind"] != "unsettled"]
+    unsettled = sum(a["starts"] for a in result.attractors if a["kind"] == "unsettled")
+    if unsettled:
+        bars.append({"kind": "unsettled", "fraction": unsettled / result.starts,
+                     "interval": list(wilson_interval(unsettled, result.starts))})
+    return bars
 
 
 class Attractors(Diagnostic):
@@ -120,6 +144,9 @@ class Attractors(Diagnostic):
 
     name = "attractors"
     description = "attractor census: fixed points, cycles, basins with intervals, Floquet multipliers"
+    figure_caption = ("The attractor census: the share of noised starts that end on each attractor, largest basin "
+                      "first (fixed points filled, cycles hatched, unsettled orbits hollow, the correct one starred "
+                      "when the model has a quality score), with 95% Wilson intervals.")
     result_type = AttractorsMeasurement
     default = False
     options = {

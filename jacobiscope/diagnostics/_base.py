@@ -118,6 +118,8 @@ class Diagnostic:
     figure_name: str | None = None
     #: draw its figure even when no row carries a result (the figure then says "no data")
     figure_always: bool = False
+    #: what its figure shows, under the figure in the HTML report (default: its ``description``)
+    figure_caption: str = ""
     #: DataFrame columns are ``<prefix><scalar>``; None: ``"<name>."`` (the built-ins keep their historic names)
     column_prefix: str | None = None
 

@@ -18,6 +18,7 @@ actually happened beside the forecast, so a run to 4x the trained depth checks i
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import torch
@@ -80,8 +81,8 @@ class DepthSafetyMeasurement(DiagnosticResult):
                                "keeps moving slowly) or drifting (it leaves the trained-depth state): depth_safety."),
                 "leaves at": ("loop", "the loop at which the forecast state is a threshold away from the trained-"
                                       "depth state (> N: not within the horizon N).")}
-    panels = 1
-    figure_size = (7.0, 4.2)
+    panels = 2
+    figure_size = (12.0, 4.2)
 
     def columns(self) -> dict:
         return {"depth": self.word, "leaves at": self.leaves_text()}
@@ -113,30 +114,40 @@ class DepthSafetyMeasurement(DiagnosticResult):
 
     @classmethod
     def draw(cls, axes, entries) -> None:
-        """The forecast displacement from the trained-depth state against the loop (solid), the measured one
-        (dashed) where the run went past the trained depth, and each row's threshold (dotted)."""
+        """Left: the forecast displacement of the state from the trained-depth state against the loop (solid), the
+        measured one (dashed) where the run went past the trained depth, the threshold (dotted). Right: the same for
+        the output (mean KL from the trained-depth output) on maps with a readout, which the word is judged on."""
         from .._figures import legend, no_data
 
-        ax, drawn = axes[0], 0
+        state_ax, output_ax = axes
+        drawn = outputs = 0
         for _, result, label, color in entries:
             if result is None or not result.displacement:
                 continue
-            ax.plot(result.displacement_loops, [min(v, 1e6) for v in result.displacement], color=color,
-                    label=f"{label}: {result.word}")
-            if result.measured_displacement:
-                start = result.trained_loop + 1
-                ax.plot(range(start, start + len(result.measured_displacement)), result.measured_displacement,
-                        color=color, ls="--", lw=1)
-            ax.axhline(result.threshold, color=color, ls=":", lw=1)
-            ax.axvline(result.trained_loop, color="0.6", ls=":", lw=1)
+            judged = f"{label}: {result.word}" + (" (judged here)" if result.judged_on == "state" else "")
+            _draw_departure(state_ax, result, result.displacement_loops, result.displacement,
+                            result.measured_displacement, result.threshold, color, judged)
             drawn += 1
-        ax.set_yscale("symlog", linthresh=1e-3)
-        ax.set_xlabel("loop t")
-        ax.set_ylabel("||x_t - x_T|| / ||x_T||")
-        ax.set_title("depth safety: forecast (solid) and measured (dashed) departure")
+            if result.judged_on == "output" and result.output_divergence:
+                ahead = range(1, len(result.output_divergence) + 1)
+                loops = [result.trained_loop + result.period * m for m in ahead]
+                _draw_departure(output_ax, result, loops, result.output_divergence,
+                                result.measured_output_divergence, result.output_threshold, color,
+                                f"{label}: {result.word}")
+                outputs += 1
+        state_ax.set_ylabel("||x_t - x_T|| / ||x_T||")
+        state_ax.set_title("state: forecast (solid), measured (dashed)")
+        output_ax.set_ylabel("mean KL(p_T || p_t) (nats)")
+        output_ax.set_title("output: forecast (solid), measured (dashed)")
+        for ax in axes:
+            _departure_scale(ax)
+            ax.set_xlabel("loop t")
         if not drawn:
-            no_data(ax, "no depth forecasts in this report")
-        legend(ax, drawn)
+            no_data(state_ax, "no depth forecasts in this report")
+        if not outputs:
+            no_data(output_ax, "no readout: the word is judged on the state")
+        legend(state_ax, drawn)
+        legend(output_ax, outputs)
 
 
 class DepthSafety(Diagnostic):
@@ -146,6 +157,10 @@ class DepthSafety(Diagnostic):
 
     name = "depth_safety"
     description = "settling / marginal / drifting at the trained depth, and the loop it would leave at"
+    figure_caption = ("Depth safety: the departure from the trained-depth state (left) and output (right, maps with "
+                      "a readout) forecast from the loops up to the trained depth (solid), the measured departure "
+                      "where the run went further (dashed) and the threshold that names the loop where it leaves "
+                      "(dotted); the grey line is the trained depth.")
     result_type = DepthSafetyMeasurement
     default = False
     options = {
@@ -243,3 +258,25 @@ def _readout(info):
     if not callable(readout):
         return None
     return (lambda state: readout(state[0])) if info.unbatched_original else readout
+
+
+def _draw_departure(ax, result, loops, forecast, measured, threshold, color, label) -> None:
+    """One row's forecast departure (solid, capped for the log axis), the measured one from the loop after the
+    trained depth (dashed), its threshold (dotted) and the trained depth (grey)."""
+    ax.plot(loops, [min(v, 1e6) for v in forecast], color=color, label=label)
+    if measured:
+        start = result.trained_loop + 1
+        ax.plot(range(start, start + len(measured)), [min(v, 1e6) for v in measured], color=color, ls="--", lw=1)
+    ax.axhline(threshold, color=color, ls=":", lw=1)
+    ax.axvline(result.trained_loop, color="0.6", ls=":", lw=1)
+
+
+def _departure_scale(ax) -> None:
+    """Log when every value drawn is positive (departures span decades), else symlog from 0 (an exact fixed point
+    departs by 0); never a negative range, as departures are not negative."""
+    values = [v for line in ax.get_lines() for v in line.get_ydata() if math.isfinite(v)]
+    if values and min(values) > 0:
+        ax.set_yscale("log")
+    else:
+        ax.set_yscale("symlog", linthresh=1e-3)
+        ax.set_ylim(bottom=0)

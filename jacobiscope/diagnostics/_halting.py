@@ -85,6 +85,10 @@ class Halting(Diagnostic):
 
     name = "halting"
     description = "per-token convergence and exit-rule replay: loops saved vs agreement"
+    figure_caption = ("Halting: per-token convergence against the loop (left), the per-token exit rules' loops "
+                      "saved against agreement with the full run (middle), and the whole-input exit rules at "
+                      "matched compute — quality against the mean loops spent, one point per threshold, the Pareto "
+                      "front ringed (right).")
     result_type = HaltingMeasurement
     default = False
     options = {

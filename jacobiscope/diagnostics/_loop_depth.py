@@ -70,6 +70,8 @@ class LoopDepth(Diagnostic):
 
     name = "loop_depth"
     description = "the readout at every loop: KL to the last, answer flips"
+    figure_caption = ("Output quality (or agreement with the trained-depth output) against the loop count (left) "
+                      "and the mean KL divergence from the output at the trained depth (right).")
     result_type = LoopDepthMeasurement
     default = False
 

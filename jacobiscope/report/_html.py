@@ -127,7 +127,22 @@ def _images(report, dpi: int, figure_format: str = "png") -> list:
 def _figure_html(name: str, data: str) -> str:
     source = data if data.startswith("data:") else f"data:image/png;base64,{data}"
     return (f'<figure id="figure-{_esc(name)}"><img alt="{_esc(name)} figure" src="{source}">'
-            f"<figcaption>{_esc(_FIGURE_CAPTIONS.get(name, name))}</figcaption></figure>")
+            f"<figcaption>{_esc(_caption(name))}</figcaption></figure>")
+
+
+def _caption(name: str) -> str:
+    """The caption of figure ``name``: the report's own figures' here, a diagnostic's from its ``figure_caption``
+    (else its description, else its docstring's first paragraph), so a user's registered diagnostic gets one too."""
+    if name in _FIGURE_CAPTIONS:
+        return _FIGURE_CAPTIONS[name]
+    from ._plots import _figure_diagnostics
+
+    diagnostic = _figure_diagnostics().get(name)
+    if diagnostic is None:
+        return name
+    docstring = " ".join((type(diagnostic).__doc__ or "").strip().split("\n\n")[0].split())
+    text = diagnostic.figure_caption or diagnostic.description or docstring or name
+    return text[:1].upper() + text[1:] + ("" if text.endswith(".") else ".")
 
 
 def _lead(report) -> str:
