@@ -30,6 +30,7 @@ from ..errors import ArgumentError
 from ._plan import MapPlan, plan_maps
 from .inputs import InputError, ModelInputs, prepare_inputs
 from .looped import PreparedModel, build_maps, prepare_model
+from ._offload import execution_device, hold_loaded, is_offloaded
 from .native import native_loop
 
 __all__ = ["map_source", "MapSource", "InputMaps", "MapProvenance"]
@@ -180,6 +181,11 @@ def map_source(model, inputs, *, tokenizer=None, layers=None, mode: str | None =
     plan = plan_maps(model, mode=mode, layers=layers, recurrence=recurrence, eta=eta)
     prepared = prepare_model(plan.model, attn_implementation)
     try:
+        if plan.mode == "loop" and is_offloaded(plan.model):
+            # a model's own loop runs its whole recurrence every loop: its weights are loaded for the measurement
+            prepared.add_restore([hold_loaded(plan.model)])
+            prepared.notes.append("the model's own loop runs every looped block each loop: its offloaded weights are "
+                                  "loaded in place while it is measured, and offloaded again after")
         examples = _examples(plan, inputs, tokenizer, max_length, split)
         _label(examples, input_labels)
         yield MapSource(plan, prepared, examples, dtype=dtype, device=device)
@@ -225,7 +231,8 @@ def _on_device(kwargs: dict, model) -> dict:
     parameter = next(model.parameters(), None)
     if parameter is None:
         return dict(kwargs)
-    return {k: (v.to(parameter.device) if isinstance(v, torch.Tensor) else v) for k, v in kwargs.items()}
+    device = (execution_device(model) or torch.device("cpu")) if parameter.is_meta else parameter.device
+    return {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in kwargs.items()}
 
 
 def own_examples(model, inputs) -> list[ModelInputs]:

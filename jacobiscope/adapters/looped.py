@@ -10,6 +10,7 @@ from torch import nn
 from ..maps import LoopedMap
 from ._composite import CompositeBlock
 from ._layouts import LayoutReplay, to_batch_first
+from ._offload import execution_device, is_offloaded, materialized_copy, offload_gaps
 from ._infer import infer_attention
 from .capture import ReplayedModule, capture_calls, hidden_state_of
 from .inputs import ModelInputs, prepare_inputs
@@ -53,6 +54,10 @@ class PreparedModel:
         self.notes = notes
         self._restore_actions = restore_actions
 
+    def add_restore(self, actions: list) -> None:
+        """Run ``actions`` (in reverse order) when the model is restored."""
+        self._restore_actions.extend(actions)
+
     def restore(self) -> None:
         for action in reversed(self._restore_actions):
             action()
@@ -63,6 +68,8 @@ def _model_device_and_dtype(model: nn.Module):
     parameter = next(model.parameters(), None)
     if parameter is None:
         return torch.device("cpu"), torch.float32
+    if parameter.is_meta:  # offloaded by accelerate: it computes on its hooks' execution device
+        return execution_device(model) or torch.device("cpu"), parameter.dtype
     return parameter.device, parameter.dtype
 
 
@@ -103,13 +110,19 @@ def prepare_model(model: nn.Module, attn_implementation: str | None = None) -> P
     if not isinstance(model, nn.Module):
         loaded = f"transformers.AutoModel.from_pretrained({model!r})" if isinstance(model, str) else "the model object"
         raise AdapterError(f"Expected a transformers model (an nn.Module), got {type(model).__name__} — pass {loaded}")
-    # Any meta parameter, not only the first: a half-materialized model (device_map offload) fails the same way.
-    if any(parameter.is_meta for parameter in model.parameters()):
-        raise AdapterError(
-            "The model's weights are on the meta device (not loaded): its Jacobian is undefined. Load it with "
-            "from_pretrained(...) without device_map='meta'/init_empty_weights, or materialize it before analysing."
-        )
     notes, restore = [], []
+    # Any meta parameter, not only the first; weights accelerate offloads (device_map with CPU / disk offload) are
+    # meta too, but a hook loads them: those are measured, one block in memory at a time.
+    if any(parameter.is_meta for parameter in model.parameters()):
+        gaps = offload_gaps(model)
+        if gaps or not is_offloaded(model):
+            raise AdapterError(
+                "The model's weights are on the meta device (not loaded): its Jacobian is undefined"
+                + (f" ({len(gaps)} weights no offload hook loads, first {gaps[0]!r})" if gaps else "")
+                + ". Load it with from_pretrained(...) without device_map='meta'/init_empty_weights (device_map with "
+                "CPU or disk offload is fine), or materialize it before analysing.")
+        notes.append(f"weights offloaded by accelerate: each looped block is loaded onto {execution_device(model)} "
+                     "while it is measured (a copy of that block; the model stays offloaded)")
     if model.training:
         model.eval()
         notes.append("model switched to eval mode (dropout off) for the diagnostics")
@@ -225,6 +238,7 @@ def build_maps(prepared: PreparedModel, model_inputs: ModelInputs, layers: list[
     layout = spec.state_layout if spec is not None else "batch_first"
     maps = []
     for position, index in enumerate(indices):
+        blocks, parts = _loaded_block(blocks, parts, index, position, device, composite)
         if composite:
             count = len(blocks[index].capture_targets())
             calls = records[position * count:(position + 1) * count]
@@ -251,6 +265,25 @@ def build_maps(prepared: PreparedModel, model_inputs: ModelInputs, layers: list[
         info.set("eta", None if mode == "block" else module.eta)  # said even when None: a block has no step size
         maps.append(looped)
     return maps
+
+
+def _loaded_block(blocks, parts: list, index: int, position: int, device, composite: bool):
+    """``(blocks, parts)`` with block ``index`` replaced by a copy whose offloaded weights are loaded (and its
+    attention-mode parts by the copy's own), when accelerate offloads it; unchanged otherwise."""
+    block = blocks[index]
+    if not any(parameter.is_meta for parameter in block.parameters()):
+        return blocks, parts
+    if composite:
+        raise AdapterError(f"{type(block).__name__} layers are assembled from parallel lists, which an offloaded "
+                           "model cannot be measured through — load the model without offload (device_map=None)")
+    loaded = materialized_copy(block, device)
+    twins = {id(original): twin for original, twin in zip(block.modules(), loaded.modules())}
+    blocks = list(blocks)
+    blocks[index] = loaded
+    if parts and parts[position] is not None:
+        parts = list(parts)
+        parts[position] = tuple(twins.get(id(part), part) for part in parts[position])
+    return blocks, parts
 
 
 def _note(prepared: PreparedModel, note: str) -> None:

@@ -36,6 +36,7 @@ diagnostics=["loop_depth"])`` sweeps the output along the loop; a bare base mode
 """
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Callable
@@ -46,6 +47,7 @@ from torch import nn
 from .._validation import _is_int, as_int, budget, did_you_mean
 from ..errors import JacobiscopeError
 from ..maps import LoopedMap
+from ._offload import hold_loaded, is_offloaded
 from .capture import ReplayedModule, capture_calls, hidden_state_of
 from .spec import AdapterError
 
@@ -175,9 +177,19 @@ def native_loop(model, inputs, recurrence: str | None = None) -> LoopedMap:
              else f"{type(model).__name__}'s recurrence {name!r}")
     if not protocol and _loop_map_only(model):
         return _from_loop_map(model, kwargs, owner)
-    found = _checked(owner, _recurrence(model, name, kwargs), user_code=protocol)
-    looped = LoopedMap(found.step, batch_dims=found.batch_dims, drive=found.drive, x0=found.x0.detach(),
-                       name=f"{type(model).__name__}:{name}")
+    # Offloaded weights (accelerate's device_map) are loaded in place while the map lives: its loop runs them all.
+    release = hold_loaded(model) if is_offloaded(model) else None
+    try:
+        found = _checked(owner, _recurrence(model, name, kwargs), user_code=protocol)
+        looped = LoopedMap(found.step, batch_dims=found.batch_dims, drive=found.drive, x0=found.x0.detach(),
+                           name=f"{type(model).__name__}:{name}")
+    except BaseException:
+        if release is not None:
+            release()
+        raise
+    if release is not None:
+        weakref.finalize(looped, release)
+        looped.info.notes = [*(looped.info.notes or []), "offloaded weights loaded in place while this map lives"]
     info = looped.info
     info.mode, info.layer, info.recurrence, info.loops = "loop", 0, name, found.loops
     info.description, info.readout, info.quality, info.eta = found.description, found.readout, found.quality, found.eta

@@ -1,0 +1,107 @@
+"""Models run with accelerate's big-model inference (device_map with disk offload): `analyze` (block maps and a
+model's own loop) and `loop_lens` give the numbers of the same model in memory, the model stays offloaded
+afterwards, and weights no hook can load are still refused with the fix."""
+import gc
+
+import pytest
+import torch
+import transformers
+
+import jacobiscope
+from jacobiscope.adapters._offload import hold_loaded, is_offloaded, materialized_copy
+from jacobiscope.errors import AdapterError
+
+pytest.importorskip("accelerate")
+
+
+def offloaded_copy(model, folder, on_disk):
+    """``model`` saved and loaded again with the top-level modules in ``on_disk`` offloaded to disk."""
+    model.save_pretrained(folder)
+    where = {name: "cpu" for name in _leaves(model)}
+    where.update({name: "disk" for name in on_disk})
+    return type(model).from_pretrained(folder, device_map=where, offload_folder=str(folder / "offload")).eval()
+
+
+def _leaves(model):
+    """Module paths two levels down plus the direct parameters, enough for a device_map to cover every weight."""
+    names = []
+    for name, child in model.named_children():
+        inner = [f"{name}.{n}" for n, _ in child.named_children()]
+        names += inner + [f"{name}.{n}" for n, _ in child.named_parameters(recurse=False)] if inner else [name]
+    return names
+
+
+def gpt2():
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=100, n_positions=64)
+    return transformers.GPT2LMHeadModel(config).eval()
+
+
+def hrm_text():
+    from jacobiscope.recipes.looped_lm import LoopedLMRecipe, build_model
+
+    torch.manual_seed(0)
+    recipe = LoopedLMRecipe(family="hrm_text", task="addition5", hidden_size=32, intermediate_size=64, num_heads=2,
+                            loops=3)
+    return build_model(recipe).eval()
+
+
+def numbers(report):
+    return [(row.results["lyapunov"].exponents, row.results["spectral_norm"].values) for row in report.rows]
+
+
+MEASURED = ["lyapunov", "spectral_norm"]   # a jvp path and a vjp path; the other diagnostics ride on the same maps
+
+
+def test_block_maps_of_an_offloaded_model_measure_what_the_model_in_memory_measures(tmp_path):
+    model = gpt2()
+    ids = torch.randint(0, 100, (1, 12), generator=torch.Generator().manual_seed(1))
+    in_memory = jacobiscope.analyze(model, {"input_ids": ids}, loops=6, diagnostics=MEASURED, progress=False)
+    offloaded = offloaded_copy(model, tmp_path, ["transformer.h"])
+    assert is_offloaded(offloaded) and next(offloaded.transformer.h[0].parameters()).is_meta
+    report = jacobiscope.analyze(offloaded, {"input_ids": ids}, loops=6, diagnostics=MEASURED, progress=False)
+    assert numbers(report) == numbers(in_memory)   # the same weights, the same arithmetic: bit for bit
+    assert any("offloaded by accelerate" in note for note in report.notes)
+    assert all(p.is_meta for p in offloaded.transformer.h.parameters())   # still offloaded
+
+
+def test_a_models_own_loop_and_the_loop_lens_through_offloaded_weights(tmp_path):
+    model = hrm_text()
+    ids = torch.randint(3, 14, (1, 10), generator=torch.Generator().manual_seed(2))
+    in_memory = jacobiscope.analyze(model, {"input_ids": ids}, recurrence="cycle", loops=6, diagnostics=MEASURED, progress=False)
+    lens_in_memory = jacobiscope.loop_lens(model, {"input_ids": ids}, recurrence="cycle", loops=4)
+    offloaded = offloaded_copy(model, tmp_path, ["model.L_module", "model.H_module"])
+    report = jacobiscope.analyze(offloaded, {"input_ids": ids}, recurrence="cycle", loops=6, diagnostics=MEASURED, progress=False)
+    assert numbers(report) == numbers(in_memory)
+    lens = jacobiscope.loop_lens(offloaded, {"input_ids": ids}, recurrence="cycle", loops=4)
+    assert lens.to_dataframe().equals(lens_in_memory.to_dataframe())
+    del lens
+    gc.collect()
+    assert all(p.is_meta for p in offloaded.model.H_module.parameters())   # offloaded again once the maps are gone
+
+
+def test_holders_keep_the_weights_loaded_until_the_last_release(tmp_path):
+    offloaded = offloaded_copy(gpt2(), tmp_path, ["transformer.h"])
+    first, second = hold_loaded(offloaded), hold_loaded(offloaded)
+    assert not any(p.is_meta for p in offloaded.parameters())
+    first()
+    first()   # a release counts once
+    assert not any(p.is_meta for p in offloaded.parameters())
+    second()
+    assert all(p.is_meta for p in offloaded.transformer.h.parameters())
+
+
+def test_a_materialized_block_is_a_plain_module_with_the_offloaded_weights(tmp_path):
+    model = gpt2()
+    offloaded = offloaded_copy(model, tmp_path, ["transformer.h"])
+    block = materialized_copy(offloaded.transformer.h[1], torch.device("cpu"))
+    assert not hasattr(block, "_hf_hook")
+    for (name, mine), (_, theirs) in zip(block.named_parameters(), model.transformer.h[1].named_parameters()):
+        assert torch.equal(mine, theirs), name
+
+
+def test_weights_on_meta_that_no_hook_loads_are_refused_with_the_fix():
+    with torch.device("meta"):
+        model = transformers.GPT2LMHeadModel(transformers.GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=50))
+    with pytest.raises(AdapterError, match="meta device.*without device_map='meta'"):
+        jacobiscope.analyze(model, {"input_ids": torch.zeros(1, 4, dtype=torch.long)}, loops=4, progress=False)
