@@ -105,3 +105,18 @@ def test_weights_on_meta_that_no_hook_loads_are_refused_with_the_fix():
         model = transformers.GPT2LMHeadModel(transformers.GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=50))
     with pytest.raises(AdapterError, match="meta device.*without device_map='meta'"):
         jacobiscope.analyze(model, {"input_ids": torch.zeros(1, 4, dtype=torch.long)}, loops=4, progress=False)
+
+
+def test_the_regularizers_read_offloaded_weights_and_give_the_in_memory_values(tmp_path):
+    """Before: spectral_penalty of an offloaded model was a meta tensor (no value, no error)."""
+    from jacobiscope.training.regularizers import energy_penalty, jacobian_spectral_penalty, spectral_penalty
+
+    model = gpt2()
+    offloaded = offloaded_copy(model, tmp_path, ["transformer.h"])
+    # float32 rounding apart (the store's contiguous copies are reduced in another order)
+    assert float(spectral_penalty(offloaded)) == pytest.approx(float(spectral_penalty(model).detach()), rel=1e-6)
+    assert float(energy_penalty(offloaded)) == pytest.approx(float(energy_penalty(model).detach()), rel=1e-6)
+    ids = torch.randint(0, 100, (1, 12), generator=torch.Generator().manual_seed(3))
+    maps = [jacobiscope.looped_block(m, {"input_ids": ids}, layer=1) for m in (model, offloaded)]
+    penalties = [float(jacobian_spectral_penalty(looped, looped.x0).penalty.detach()) for looped in maps]
+    assert penalties[0] == penalties[1] and penalties[0] > 0

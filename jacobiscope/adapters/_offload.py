@@ -33,7 +33,8 @@ import weakref
 import torch
 from torch import nn
 
-__all__ = ["is_offloaded", "offload_gaps", "execution_device", "materialized_copy", "load_in_place", "hold_loaded"]
+__all__ = ["is_offloaded", "offload_gaps", "execution_device", "materialized_copy", "load_in_place", "hold_loaded",
+           "weight_of"]
 
 # model -> [holders, undo actions]: the weights stay loaded while any map of the model's own loop is alive
 _HELD: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
@@ -146,3 +147,18 @@ def hold_loaded(model: nn.Module):
                 action()
 
     return release
+
+
+def weight_of(module: nn.Module, name: str = "weight"):
+    """``module.<name>``, read from its offload store when accelerate offloads it (a constant there: an offloaded
+    weight is not trained, accelerate's offload is for inference), else the live parameter (or None)."""
+    tensor = getattr(module, name, None)
+    if tensor is None or not tensor.is_meta:
+        return tensor
+    hook = _offload_hook(module)
+    if hook is None:
+        return tensor
+    value = _read(hook.weights_map, name)
+    device = getattr(hook, "execution_device", None)
+    return value.to(torch.device(device) if device is not None and not isinstance(device, int) else
+                    torch.device(f"cuda:{device}") if isinstance(device, int) else value.device)

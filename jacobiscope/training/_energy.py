@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from ..adapters._offload import weight_of
 from ..errors import ArgumentError
 from ._model_parts import DEFAULT_FUSED, _compute_dtype, _conv1d_class, _declared, _is_linear
 
@@ -54,7 +55,8 @@ def _value_output(value: torch.Tensor, output: torch.Tensor | None, heads: int) 
 def _matrix(module: nn.Module) -> torch.Tensor:
     """``A`` with ``y = x A`` for an nn.Linear (``weight.T``) or a Conv1D (``weight``)."""
     conv1d = _conv1d_class()
-    return module.weight if conv1d and isinstance(module, conv1d) else module.weight.t()
+    weight = weight_of(module)   # read from the store when accelerate offloads it
+    return weight if conv1d and isinstance(module, conv1d) else weight.t()
 
 
 def _heads_of(model, attention, width) -> tuple[int, int]:

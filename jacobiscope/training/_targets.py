@@ -8,6 +8,7 @@ from typing import Iterable
 import torch
 from torch import nn
 
+from ..adapters._offload import weight_of
 from ..errors import ArgumentError
 from ._model_parts import DEFAULT_FUSED, _conv1d_class, _declared, _is_linear
 
@@ -43,7 +44,7 @@ class LinearTarget:
 
     def weight(self) -> torch.Tensor:
         """The matrix ``W`` as ``[out, in]`` (a differentiable view of the module's weight)."""
-        weight = self.module.weight
+        weight = weight_of(self.module)   # the live parameter; read from the store when accelerate offloads it
         if self.transposed:
             weight = weight.t()
         if self.parts > 1:
@@ -53,7 +54,7 @@ class LinearTarget:
 
     def bias(self) -> torch.Tensor | None:
         """The bias slice matching `weight`, or ``None``."""
-        bias = getattr(self.module, "bias", None)
+        bias = weight_of(self.module, "bias")
         if bias is None:
             return None
         if self.parts > 1:
