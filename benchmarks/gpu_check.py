@@ -14,17 +14,31 @@ One prepared script for a lent GPU (about 10 minutes on an H200; ``--tiny`` runs
 3. **analyze_1b**: ``jacobiscope.analyze`` on a 1B-shaped Llama (hidden 2048, 16 layers, random weights) over
    512 tokens: time, peak memory, and each layer's lambda_max, max ||J||_2 and verdict.
 
-Every section is timed and caught on its own (an out-of-memory or an error is recorded, the next section runs),
-and the outputs are rewritten after each section, so a run cut short still leaves what it measured:
-``OUT/gpu_check.json`` and ``OUT/gpu_check.md`` (a Markdown table). ``--budget`` (default 540 s) is the time the
-run may take: a measurement (or an analyzed layer) that would start past it is skipped, and the output says so.
-The exit status is 1 when a section failed or an agreement check is out of tolerance.
+Every measurement is timed and caught on its own (an out-of-memory or an error is recorded, the next one runs).
+Each is appended to ``OUT/measurements.jsonl`` as it is taken (flushed and synced) and ``OUT/gpu_check.json`` /
+``OUT/gpu_check.md`` are rewritten atomically after it, so a run killed at any point keeps what it measured. Times
+are medians of ``--repeats`` warm runs after one cold run (the cold time is kept beside them), as far as
+``--budget`` (default 450 s: the whole run stays under 8 minutes) allows. The run ends with one line per goal,
+printed and written to ``OUT/verdicts.txt``:
 
-Usage (from the repository root)::
+    PASS agreement: 9/9 cuda float32 checks within tolerance of the float64 references (shipped from ...)
+    PASS llama_layer: top-16 Lyapunov of a Llama-7B-shaped layer (4096 tokens x 4096) in 41.2 s (median of 3; ...)
+    PASS analyze_1b: analyze of a 1.21B-parameter Llama shape, 16/16 layers at 512 tokens in 212.4 s
 
-    .venv/bin/python benchmarks/gpu_check.py --out benchmarks/out/gpu_check           # cuda when available
-    .venv/bin/python benchmarks/gpu_check.py --tiny --out /tmp/gpu_check              # CPU smoke run, < 60 s
-    .venv/bin/python benchmarks/gpu_check.py --only agreement --out /tmp/gpu_check     # one section
+The exit status is 1 when a goal fails.
+
+A bare GPU machine has only its system ``python3`` (its own torch and transformers, no network, no virtual
+environment): the script puts the repository on ``sys.path`` itself, and the float64 references are computed
+here, on this CPU, and travel with the run (``--prepare``), so the GPU machine's CPU computes none:
+
+    .venv/bin/python benchmarks/gpu_check.py --prepare .gpu_reference                      # here, once (~1 min)
+    python3 benchmarks/gpu_check.py --references .gpu_reference --out "$OUT"                 # there
+    .venv/bin/python benchmarks/gpu_check.py --tiny --out /tmp/gpu_check                     # CPU smoke run (CI)
+
+(``echo /.gpu_reference/ >> .git/info/exclude`` and name ``.gpu_reference`` in the device tool's ``carry``.) The
+references hold the inputs too (the maps' weights, the states, the probe vectors, the Llama weights), so both
+machines measure the very same maps whatever their torch versions draw from a seed. Without ``--references`` the
+references are computed on the machine that runs the check, and the output says so.
 
 The device is ``cuda`` when ``torch.cuda.is_available()``, else ``cpu`` (then "device" means float32 on the
 CPU, compared with float64 on the CPU); ``--device`` overrides.
@@ -35,6 +49,7 @@ import argparse
 import datetime as _dt
 import json
 import math
+import os
 import platform
 import sys
 import time
@@ -43,7 +58,9 @@ from pathlib import Path
 
 import torch
 
-import jacobiscope as js
+# A bare GPU machine runs this with its system python3: the repository itself is the package.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import jacobiscope as js  # noqa: E402
 
 FULL = {
     "agreement": {"tokens": 81, "dim": 128, "heads": 8, "llama_hidden": 256, "llama_heads": 8,
@@ -99,6 +116,22 @@ def timed(device: torch.device, function):
     return result, seconds, peak
 
 
+def timed_repeats(device: torch.device, function, repeats: int, *, room: float = 1.5):
+    """``(result, times)``: one cold run, then up to ``repeats`` warm ones while the --budget leaves ``room`` x the
+    last run's time. ``times = {"cold", "warm" (list), "median" (of the warm ones; the cold one when none ran),
+    "peak_bytes"}``."""
+    result, cold, peak = timed(device, function)
+    warm = []
+    while len(warm) < repeats and time_left() > room * (warm[-1] if warm else cold) + 20:
+        result, seconds, run_peak = timed(device, function)
+        warm.append(seconds)
+        peak = None if peak is None else max(peak, run_peak or 0)
+    ordered = sorted(warm)
+    median = ordered[len(ordered) // 2] if len(ordered) % 2 else (
+        (ordered[len(ordered) // 2 - 1] + ordered[len(ordered) // 2]) / 2 if ordered else cold)
+    return result, {"cold": cold, "warm": warm, "median": median, "seconds": median, "peak_bytes": peak}
+
+
 def entry(name: str, device_value, reference_value, kind: str = "abs") -> dict:
     """One agreement check: the largest absolute (or relative) difference of two lists of numbers."""
     device_values, reference_values = _floats(device_value), _floats(reference_value)
@@ -149,56 +182,115 @@ def representative_state(m, x0):
 
 
 # ---------------------------------------------------------------------------------------------- sections
-def agreement(device: torch.device, sizes: dict) -> dict:
-    """Device float32 against CPU float64, check by check."""
-    checks = []
-    reference = js.systems.self_attention_map(tokens=sizes["tokens"], dim=sizes["dim"], heads=sizes["heads"],
+def agreement_inputs(sizes: dict) -> dict:
+    """Everything the agreement checks start from: the attention map's float64 weights, its state and probe
+    vector, and a small Llama's float32 weights and token ids (what ``--prepare`` ships)."""
+    attention = js.systems.self_attention_map(tokens=sizes["tokens"], dim=sizes["dim"], heads=sizes["heads"],
                                               injection=True, seed=0, dtype=torch.float64)
-    x_ref = representative_state(reference, reference.x0)
-    on_device = reference.to(dtype=torch.float32, device=device)
-    x_dev = x_ref.to(device=device, dtype=torch.float32)
-    v = torch.randn(x_ref.shape, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
-    from jacobiscope.linalg.operators import jvp, vjp
-
-    checks.append(relative_entry("jvp", jvp(on_device, x_dev, v.to(device, torch.float32)), jvp(reference, x_ref, v)))
-    checks.append(relative_entry("vjp", vjp(on_device, x_dev, v.to(device, torch.float32)), vjp(reference, x_ref, v)))
-    checks.append(entry("spectral_norm", js.spectral_norm(on_device, x_dev).value,
-                        js.spectral_norm(reference, x_ref).value, kind="rel"))
-    dev_eig = js.jacobian_eigenvalues(on_device, x_dev, k=4, method="arnoldi").values.abs().cpu()
-    ref_eig = js.jacobian_eigenvalues(reference, x_ref, k=4, method="arnoldi").values.abs()
-    checks.append(entry("eigenvalue_moduli", dev_eig, ref_eig, kind="rel"))
-    checks.append(entry("lyapunov", js.lyapunov_spectrum(on_device, x_dev, steps=32, k=4).exponents.cpu(),
-                        js.lyapunov_spectrum(reference, x_ref, steps=32, k=4).exponents))
-    checks.append(entry("finite_time", js.finite_time_exponents(on_device, x_dev, loops=16, starts=8).exponents.cpu(),
-                        js.finite_time_exponents(reference, x_ref, loops=16, starts=8).exponents))
-    checks += _llama_agreement(device, sizes)
-    return {"checks": checks, "passed": sum(check["ok"] for check in checks), "total": len(checks),
-            "tf32": bool(torch.backends.cuda.matmul.allow_tf32)}
-
-
-def _llama_agreement(device: torch.device, sizes: dict) -> list:
-    """A Llama block through the adapter (rotary tables, causal mask replayed), and analyze on a small Llama."""
-    checks = []
     model, ids = llama_model(sizes["llama_hidden"], sizes["llama_heads"], sizes["llama_intermediate"],
                              sizes["analyze_layers"], sizes["llama_tokens"])
-    reference = js.looped_block(model, ids, layer=0, dtype=torch.float64)
-    x_ref = reference.x0
-    on_device = reference.to(dtype=torch.float32, device=device)
-    x_dev = x_ref.to(device=device, dtype=torch.float32)
-    checks.append(entry("llama_lyapunov", js.lyapunov_spectrum(on_device, x_dev, steps=16, k=2).exponents.cpu(),
-                        js.lyapunov_spectrum(reference, x_ref, steps=16, k=2).exponents))
-    checks.append(entry("llama_spectral_norm", js.spectral_norm(on_device, x_dev).value,
-                        js.spectral_norm(reference, x_ref).value, kind="rel"))
+    return {"x": representative_state(attention, attention.x0),
+            "v": torch.randn(attention.x0.shape, generator=torch.Generator().manual_seed(2), dtype=torch.float64),
+            "llama_ids": ids, **{f"attention.{k}": t.detach() for k, t in attention.params.items()},
+            **{f"llama.{k}": t for k, t in model.state_dict().items()}}
+
+
+def agreement_maps(inputs: dict, sizes: dict):
+    """``(attention map, Llama model, ids)`` rebuilt from ``inputs``: the shipped weights, not a seed's draw."""
+    attention = js.systems.self_attention_map(tokens=sizes["tokens"], dim=sizes["dim"], heads=sizes["heads"],
+                                              injection=True, seed=0, dtype=torch.float64)
+    attention.module.load_state_dict({k[len("attention."):]: t for k, t in inputs.items()
+                                      if k.startswith("attention.")}, strict=False)
+    attention = js.LoopedMap(attention.module, x0=inputs["x"], name=attention.name)
+    model, _ = llama_model(sizes["llama_hidden"], sizes["llama_heads"], sizes["llama_intermediate"],
+                           sizes["analyze_layers"], sizes["llama_tokens"])
+    model.load_state_dict({k[len("llama."):]: t for k, t in inputs.items() if k.startswith("llama.")})
+    return attention, model, inputs["llama_ids"]
+
+
+def agreement_values(inputs: dict, sizes: dict, device: torch.device, dtype: torch.dtype) -> dict:
+    """Every check's value with the maps in ``dtype`` on ``device`` (float64 on the CPU: the references)."""
+    from jacobiscope.linalg.operators import jvp, vjp
+
+    attention, model, ids = agreement_maps(inputs, sizes)
+    m = attention.to(dtype=dtype, device=device)
+    x, v = inputs["x"].to(device, dtype), inputs["v"].to(device, dtype)
+    values = {"jvp": jvp(m, x, v), "vjp": vjp(m, x, v), "spectral_norm": js.spectral_norm(m, x).value,
+              "eigenvalue_moduli": js.jacobian_eigenvalues(m, x, k=4, method="arnoldi").values.abs(),
+              "lyapunov": js.lyapunov_spectrum(m, x, steps=32, k=4).exponents,
+              "finite_time": js.finite_time_exponents(m, x, loops=16, starts=8).exponents}
+    block = js.looped_block(model, ids, layer=0, dtype=torch.float64).to(dtype=dtype, device=device)
+    values["llama_lyapunov"] = js.lyapunov_spectrum(block, block.x0, steps=16, k=2).exponents
+    values["llama_spectral_norm"] = js.spectral_norm(block, block.x0).value
     options = {"loops": 8, "diagnostics": ["lyapunov"], "k": 1, "progress": False}
-    device_rows = js.analyze(model, ids, dtype=torch.float32, device=device, **options).rows
-    reference_rows = js.analyze(model, ids, dtype=torch.float64, **options).rows
-    checks.append(entry("analyze_lambda_max", [row.scalars()["lambda_max"] for row in device_rows],
-                        [row.scalars()["lambda_max"] for row in reference_rows]))
-    return checks
+    rows = js.analyze(model, ids, dtype=dtype, device=device if device.type != "cpu" else None, **options).rows
+    values["analyze_lambda_max"] = [row.scalars()["lambda_max"] for row in rows]
+    return {name: (value.detach().cpu().double() if isinstance(value, torch.Tensor) else torch.tensor(
+        value, dtype=torch.float64)) for name, value in values.items()}
 
 
-def llama_layer(device: torch.device, sizes: dict) -> dict:
-    """One Llama-7B-shaped layer at 4k tokens as a looped map: Lyapunov, spectral norm, eigenvalues."""
+WHOLE_TENSOR = ("jvp", "vjp")   # compared as ||a - b|| / ||b|| (too many values to list)
+RELATIVE = ("spectral_norm", "eigenvalue_moduli", "llama_spectral_norm")
+
+
+def agreement(device: torch.device, sizes: dict, references: dict | None = None) -> dict:
+    """Device float32 against float64 references (shipped with ``--references``, else computed on this CPU)."""
+    source = "shipped from the preparing machine's CPU" if references else "computed on this machine's CPU"
+    if references is None:
+        inputs = agreement_inputs(sizes)
+        references = {"inputs": inputs, "values": agreement_values(inputs, sizes, torch.device("cpu"), torch.float64)}
+    values = agreement_values(references["inputs"], sizes, device, torch.float32)
+    checks = []
+    for name, reference in references["values"].items():
+        if name in WHOLE_TENSOR:
+            checks.append(relative_entry(name, values[name], reference))
+        else:
+            checks.append(entry(name, values[name], reference, kind="rel" if name in RELATIVE else "abs"))
+    return {"checks": checks, "passed": sum(check["ok"] for check in checks), "total": len(checks),
+            "references": source, "tf32": bool(torch.backends.cuda.matmul.allow_tf32)}
+
+
+def prepare(folder: Path, tiny: bool) -> None:
+    """Compute the float64 references of the agreement checks here and write them, with their inputs, to
+    ``folder`` (``references.safetensors`` + ``references.json``)."""
+    from safetensors.torch import save_file
+
+    sizes = (TINY if tiny else FULL)["agreement"]
+    inputs = agreement_inputs(sizes)
+    values = agreement_values(inputs, sizes, torch.device("cpu"), torch.float64)
+    folder.mkdir(parents=True, exist_ok=True)
+    tensors = {f"input.{k}": t.contiguous() for k, t in inputs.items()}
+    tensors.update({f"value.{k}": t.contiguous() for k, t in values.items()})
+    temporary = folder / "references.safetensors.tmp"
+    save_file(tensors, str(temporary))
+    os.replace(temporary, folder / "references.safetensors")
+    _write_atomic(folder / "references.json", json.dumps(
+        {"tiny": tiny, "sizes": sizes, "torch": torch.__version__, "jacobiscope": js.__version__,
+         "date": _dt.datetime.now().isoformat(timespec="seconds"), "checks": sorted(values)}, indent=1))
+    print(f"references for {len(values)} checks ({'tiny' if tiny else 'full'} sizes) written to {folder}")
+
+
+def load_references(folder: Path, tiny: bool) -> dict:
+    from safetensors.torch import load_file
+
+    meta = json.loads((folder / "references.json").read_text())
+    if bool(meta["tiny"]) != tiny:
+        raise SystemExit(f"{folder} holds {'tiny' if meta['tiny'] else 'full'}-size references and this run is "
+                         f"{'tiny' if tiny else 'full'}-size — prepare them again with{'' if tiny else 'out'} --tiny")
+    tensors = load_file(str(folder / "references.safetensors"))
+    return {"inputs": {k[len("input."):]: t for k, t in tensors.items() if k.startswith("input.")},
+            "values": {k[len("value."):]: t for k, t in tensors.items() if k.startswith("value.")}}
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(text)
+    os.replace(temporary, path)
+
+
+def llama_layer(device: torch.device, sizes: dict, log=None) -> dict:
+    """One Llama-7B-shaped layer at 4k tokens as a looped map: Lyapunov, spectral norm, eigenvalues; each timed
+    as the median of warm repeats, each logged as it is taken."""
     model, ids = llama_model(sizes["hidden"], sizes["heads"], sizes["intermediate"], 1, sizes["tokens"], device=device)
     m = js.looped_block(model, ids, layer=0)
     x = m.x0
@@ -206,9 +298,8 @@ def llama_layer(device: torch.device, sizes: dict) -> dict:
                "dtype": str(x.dtype).replace("torch.", ""), "chunk_size": sizes["chunk_size"],
                # weights and state, resident before any measurement: the peaks below include them
                "resident_bytes": torch.cuda.memory_allocated(device) if device.type == "cuda" else None}
-    forward, seconds, peak = timed(device, lambda: torch.no_grad()(m.step)(x))
-    results["forward"] = {"seconds": seconds, "peak_bytes": peak}
-    del forward
+    _, results["forward"] = timed_repeats(device, lambda: torch.no_grad()(m.step)(x), sizes.get("repeats", 3))
+    _log(log, "forward", results["forward"])
     measurements = {
         "lyapunov": lambda: js.lyapunov_spectrum(m, x, steps=sizes["loops"], k=sizes["k"],
                                                  chunk_size=sizes["chunk_size"]),
@@ -219,18 +310,27 @@ def llama_layer(device: torch.device, sizes: dict) -> dict:
     for name, run in measurements.items():
         if time_left() < 30:
             results[name] = {"error": f"skipped: {time_left():.0f} s of the --budget left"}
-            continue
-        try:
-            value, seconds, peak = timed(device, run)
-        except torch.OutOfMemoryError as error:  # recorded; the next measurement still runs
-            results[name] = {"error": f"out of memory: {str(error).splitlines()[0]}"}
-            torch.cuda.empty_cache()
-            continue
-        except Exception as error:  # noqa: BLE001 - recorded with its traceback; the next measurement runs
-            results[name] = {"error": f"{type(error).__name__}: {error}", "traceback": traceback.format_exc()[-3000:]}
-            continue
-        results[name] = {"seconds": seconds, "peak_bytes": peak, **_summary(name, value)}
+        else:
+            results[name] = _measured(device, name, run, sizes.get("repeats", 3))
+        _log(log, name, results[name])
     return results
+
+
+def _measured(device: torch.device, name: str, run, repeats: int) -> dict:
+    """One measurement's summary and times, or the error it raised (recorded; the next one still runs)."""
+    try:
+        value, times = timed_repeats(device, run, repeats)
+    except torch.OutOfMemoryError as error:
+        torch.cuda.empty_cache()
+        return {"error": f"out of memory: {str(error).splitlines()[0]}"}
+    except Exception as error:  # noqa: BLE001 - recorded with its traceback
+        return {"error": f"{type(error).__name__}: {error}", "traceback": traceback.format_exc()[-3000:]}
+    return {**times, **_summary(name, value)}
+
+
+def _log(log, name: str, value: dict) -> None:
+    if log is not None:
+        log(name, value)
 
 
 def _summary(name: str, value) -> dict:
@@ -242,7 +342,7 @@ def _summary(name: str, value) -> dict:
     return {"moduli": moduli, "converged": bool(value.converged), "matvecs": int(value.matvecs)}
 
 
-def analyze_1b(device: torch.device, sizes: dict) -> dict:
+def analyze_1b(device: torch.device, sizes: dict, log=None) -> dict:
     """``jacobiscope.analyze`` on every layer of a 1B-shaped Llama, one layer per call so that a run short of
     --budget stops between layers (and says which it skipped) instead of being killed mid-way."""
     model, ids = llama_model(sizes["hidden"], sizes["heads"], sizes["intermediate"], sizes["layers"],
@@ -258,11 +358,57 @@ def analyze_1b(device: torch.device, sizes: dict) -> dict:
         rows += [{"layer": row.layer, "lambda_max": row.scalars()["lambda_max"],
                   "max_spectral_norm": row.scalars()["max_spectral_norm"], "regime": row.regime,
                   "seconds": row.seconds} for row in report.rows]
+        _log(log, f"layer {layer}", rows[-1])
     return {"seconds": seconds, "peak_bytes": peak, "parameters": sum(p.numel() for p in model.parameters()),
             "tokens": sizes["tokens"], "rows": rows, "skipped_layers": list(range(len(rows), sizes["layers"]))}
 
 
 RUNNERS = {"agreement": agreement, "llama_layer": llama_layer, "analyze_1b": analyze_1b}
+#: The goals the run reports PASS / FAIL on (issue 34): Llama-7B-shaped top-16 Lyapunov under a minute.
+LYAPUNOV_GOAL_SECONDS = 60.0
+
+
+def verdicts(record: dict) -> list[str]:
+    """One ``PASS`` / ``FAIL`` line per goal, from what the record holds (a section not run says so)."""
+    sections, lines = record["sections"], []
+    check = sections.get("agreement")
+    if check is None:
+        lines.append("SKIP agreement: not run")
+    elif "checks" not in check:
+        lines.append(f"FAIL agreement: {check.get('error', 'no checks')}")
+    else:
+        bad = [c["name"] for c in check["checks"] if not c["ok"]]
+        lines.append(f"{'PASS' if not bad else 'FAIL'} agreement: {check['passed']}/{check['total']} "
+                     f"{record['device']} float32 checks within tolerance of the float64 references ({check['references']})"
+                     + (f"; out of tolerance: {', '.join(bad)}" if bad else ""))
+    layer = sections.get("llama_layer")
+    lyapunov = (layer or {}).get("lyapunov", {})
+    if layer is None:
+        lines.append("SKIP llama_layer: not run")
+    elif "median" not in lyapunov:
+        lines.append(f"FAIL llama_layer: {lyapunov.get('error') or layer.get('error', 'not measured')}")
+    else:
+        state, goal = layer["state"], LYAPUNOV_GOAL_SECONDS
+        lines.append(f"{'PASS' if lyapunov['median'] < goal else 'FAIL'} llama_layer: top-{len(lyapunov['exponents'])} "
+                     f"Lyapunov of a Llama-7B-shaped layer ({state[1]} tokens x {state[2]}) in {lyapunov['median']:.1f} s"
+                     f" (median of {len(lyapunov['warm']) or 1}; goal < {goal:.0f} s)")
+    big = sections.get("analyze_1b")
+    if big is None:
+        lines.append("SKIP analyze_1b: not run")
+    elif "rows" not in big:
+        lines.append(f"FAIL analyze_1b: {big.get('error', 'not measured')}")
+    else:
+        done, total = len(big["rows"]), done_total(big)
+        finite = all(row["lambda_max"] is not None and math.isfinite(row["lambda_max"]) for row in big["rows"])
+        size = f"{big['parameters'] / 1e9:.2f}B" if big["parameters"] >= 1e8 else f"{big['parameters'] / 1e6:.2f}M"
+        lines.append(f"{'PASS' if done == total and finite else 'FAIL'} analyze_1b: analyze of a "
+                     f"{size}-parameter Llama shape, {done}/{total} layers at {big['tokens']} "
+                     f"tokens in {big['seconds']:.1f} s" + ("" if finite else "; a lambda_max is not finite"))
+    return lines
+
+
+def done_total(big: dict) -> int:
+    return len(big["rows"]) + len(big["skipped_layers"])
 
 
 # ---------------------------------------------------------------------------------------------- output
@@ -280,14 +426,15 @@ def markdown(record: dict) -> str:
     layer = sections.get("llama_layer", {})
     if "state" in layer:
         lines += [f"Llama-7B-shaped layer, state {layer['state']} ({layer['dtype']}):", "",
-                  "| measurement | seconds | peak memory | result |", "|---|---|---|---|"]
+                  "| measurement | seconds (median of warm runs) | cold run | peak memory | result |",
+                  "|---|---|---|---|---|"]
         for name in ("forward", "lyapunov", "spectral_norm", "eigenvalues"):
             item = layer.get(name, {})
             if "error" in item:
-                lines.append(f"| {name} | - | - | {item['error']} |")
+                lines.append(f"| {name} | - | - | - | {item['error']} |")
             elif item:
-                lines.append(f"| {name} | {item['seconds']:.2f} | {_bytes(item['peak_bytes'])} | "
-                             f"{_layer_result(name, item)} |")
+                lines.append(f"| {name} | {item['median']:.3f} ({len(item['warm'])} runs) | {item['cold']:.3f} | "
+                             f"{_bytes(item['peak_bytes'])} | {_layer_result(name, item)} |")
         lines.append("")
     big = sections.get("analyze_1b", {})
     if "rows" in big:
@@ -303,6 +450,7 @@ def markdown(record: dict) -> str:
             lines.append(f"**{name} failed**: {section['error']}")
     lines.append("Section seconds: " + ", ".join(f"{name} {seconds:.1f}" for name, seconds in
                                                   record["section_seconds"].items()))
+    lines += ["", *verdicts(record)]
     return "\n".join(lines) + "\n"
 
 
@@ -330,55 +478,95 @@ def _layer_result(name: str, item: dict) -> str:
 
 
 def write_outputs(record: dict, out: Path) -> None:
-    (out / "gpu_check.json").write_text(json.dumps(record, indent=1, default=str))
-    (out / "gpu_check.md").write_text(markdown(record))
+    """Rewrite the JSON and the Markdown atomically (a kill never leaves half a file)."""
+    _write_atomic(out / "gpu_check.json", json.dumps(record, indent=1, default=str))
+    _write_atomic(out / "gpu_check.md", markdown(record))
+
+
+class Recorder:
+    """Appends each measurement to ``measurements.jsonl`` as it is taken (flushed and synced) and rewrites the
+    outputs, so a run killed at any point keeps everything measured before."""
+
+    def __init__(self, record: dict, out: Path):
+        self.record, self.out = record, out
+        self.path = out / "measurements.jsonl"
+
+    def section(self, name: str):
+        return lambda item, value: self.log(name, item, value)
+
+    def log(self, section: str, item: str, value) -> None:
+        line = json.dumps({"section": section, "item": item, "value": value,
+                           "at": _dt.datetime.now().isoformat(timespec="seconds")}, default=str)
+        with open(self.path, "a", encoding="utf-8") as handle:
+            handle.write(line + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        self.record["sections"].setdefault(section, {}).setdefault("partial", {})[item] = value
+        write_outputs(self.record, self.out)
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", required=True, help="folder for gpu_check.json and gpu_check.md")
+    parser.add_argument("--out", help="folder for gpu_check.json, gpu_check.md, measurements.jsonl, verdicts.txt")
     parser.add_argument("--tiny", action="store_true", help="hidden 64, 64 tokens, 2 layers: a CPU smoke run")
     parser.add_argument("--device", default="auto", help="auto (cuda when available), cpu, cuda, cuda:1, ...")
     parser.add_argument("--only", choices=SECTIONS, action="append", help="run only these sections")
-    parser.add_argument("--budget", type=float, default=540.0,
+    parser.add_argument("--budget", type=float, default=450.0,
                         help="seconds the run may take: later measurements are skipped (and said so) past it")
+    parser.add_argument("--repeats", type=int, default=3, help="warm runs per timed measurement (median reported)")
+    parser.add_argument("--prepare", metavar="DIR", help="compute the float64 references here, write them to DIR")
+    parser.add_argument("--references", metavar="DIR", help="the references --prepare wrote (else computed here)")
     args = parser.parse_args(argv)
+    if args.prepare:
+        prepare(Path(args.prepare), args.tiny)
+        return 0
+    if not args.out:
+        parser.error("--out DIR is required (where the measurements are written as they are taken)")
     _DEADLINE[0] = time.perf_counter() + args.budget
     device = pick_device(args.device)
     torch.backends.cuda.matmul.allow_tf32 = False  # the agreement is about float32, not TF32's 10-bit mantissa
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    sizes = TINY if args.tiny else FULL
+    sizes = {name: {**section, "repeats": args.repeats} for name, section in (TINY if args.tiny else FULL).items()}
+    references = load_references(Path(args.references), args.tiny) if args.references else None
     record = {"date": _dt.datetime.now().isoformat(timespec="seconds"), "device": str(device),
               "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor()
-              or "cpu", "tiny": args.tiny, "sizes": sizes, "versions": {"torch": torch.__version__,
-                                                                        "jacobiscope": js.__version__,
-                                                                        "python": platform.python_version()},
-              "sections": {}, "section_seconds": {}}
-    failed = False
+              or "cpu", "tiny": args.tiny, "sizes": sizes, "budget": args.budget,
+              "versions": {"torch": torch.__version__, "jacobiscope": js.__version__,
+                           "transformers": _version("transformers"), "python": platform.python_version()},
+              "threads": torch.get_num_threads(), "load": os.getloadavg(), "sections": {}, "section_seconds": {}}
+    recorder = Recorder(record, out)
     for name in args.only or SECTIONS:
         started = time.perf_counter()
         if time_left() < 30:
             record["sections"][name] = {"error": f"skipped: {time_left():.0f} s of the --budget left"}
             continue
         try:
-            record["sections"][name] = RUNNERS[name](device, sizes[name])
+            if name == "agreement":
+                result = agreement(device, sizes[name], references)
+            else:
+                result = RUNNERS[name](device, sizes[name], recorder.section(name))
+            record["sections"][name] = result
         except Exception as error:  # noqa: BLE001 - recorded; the other sections still run
             record["sections"][name] = {"error": f"{type(error).__name__}: {error}",
                                         "traceback": traceback.format_exc()[-4000:]}
-            failed = True
         record["section_seconds"][name] = time.perf_counter() - started
+        recorder.log(name, "section", {"seconds": record["section_seconds"][name],
+                                       "error": record["sections"][name].get("error")})
+        record["sections"][name].pop("partial", None)
         write_outputs(record, out)
         print(f"{name}: {record['section_seconds'][name]:.1f} s", file=sys.stderr, flush=True)
-    agreement_section = record["sections"].get("agreement", {})
-    if agreement_section.get("checks") and agreement_section["passed"] < agreement_section["total"]:
-        failed = True
-    layer = record["sections"].get("llama_layer", {})
-    if any(isinstance(item, dict) and not str(item.get("error", "skipped")).startswith("skipped")
-           for item in layer.values()):
-        failed = True
+    lines = verdicts(record)
+    _write_atomic(out / "verdicts.txt", "\n".join(lines) + "\n")
     print(markdown(record))
-    return 1 if failed else 0
+    return 1 if any(line.startswith("FAIL") for line in lines) else 0
+
+
+def _version(name: str) -> str | None:
+    try:
+        return __import__(name).__version__
+    except Exception:  # noqa: BLE001 - a version string is only reported
+        return None
 
 
 if __name__ == "__main__":
