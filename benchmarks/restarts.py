@@ -3,7 +3,8 @@ fixed-point residual (EqR), the pseudo-energy or the largest basin, against one 
 
     OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/restarts.py [--puzzles 200] [--restarts 16]
 
-For each solver and set (SATNet test rows 0..; RRN test rows 0..; the same puzzles for every rule): one call of
+For each solver and set (SATNet test rows 0..; RRN test rows 0..; fresh generated puzzles with 22-34 givens; the
+same puzzles for every rule): one call of
 `jacobiscope.recipes.restart_select` with ``--restarts`` starts of ``--loops`` loops (+1 to read the residual), and
 the selections among the first k starts (k = 1, 2, 4, ..., K) read from its stored residuals and energies. Matched
 compute: the single run at k x (loops + 1) loops (`solve`). Board accuracy with 95% Wilson intervals; the paired
@@ -21,7 +22,10 @@ from pathlib import Path
 
 import torch
 
-SOLVERS = ("itrsa-sudoku", "itrsa-sudoku-general", "akorn-sudoku")
+SOLVERS = ("itrsa-sudoku", "itrsa-sudoku-general", "akorn-sudoku", "akorn-sudoku-general")
+# Fresh puzzles: generated here with a seed of their own (not the cards' fresh set), RRN-like givens, so no solver
+# saw them and the shipped sets' quirks cannot carry a result.
+FRESH_GIVENS, FRESH_SEED = (22, 34), 20261203
 
 
 def main() -> None:
@@ -41,7 +45,8 @@ def main() -> None:
     _, satnet = sudoku.satnet_splits()
     rrn = sudoku.rrn_test(limit=args.puzzles)
     sets = {"SATNet test": (list(satnet["puzzle"][: args.puzzles]), list(satnet["solution"][: args.puzzles])),
-            "RRN test": (list(rrn["puzzle"]), list(rrn["solution"]))}
+            "RRN test": (list(rrn["puzzle"]), list(rrn["solution"])),
+            "fresh": sudoku.generate_many(args.puzzles, givens=FRESH_GIVENS, seed=FRESH_SEED)}
     ks = [k for k in (1, 2, 4, 8, 16, 32, 64) if k <= args.restarts]
     path = Path(__file__).resolve().parent / "out" / f"restarts_{args.puzzles}x{args.restarts}x{args.loops}.json"
     out = json.loads(path.read_text()) if path.is_file() else {}
