@@ -84,6 +84,7 @@ def unwrap_model(model):
     note = None
     seen = 0
     while seen < 4 and not _is_measurable(model):
+        _refuse_sharded(model)
         inner = getattr(model, "module", None)
         if not isinstance(inner, nn.Module):
             inner = getattr(model, "_orig_mod", None)
@@ -92,6 +93,33 @@ def unwrap_model(model):
         note = f"{type(model).__name__} wrapper unwrapped: measured its inner {type(inner).__name__} (same weights)"
         model, seen = inner, seen + 1
     return model, note
+
+
+def _refuse_sharded(model) -> None:
+    """FSDP (FullyShardedDataParallel, or FSDP2's `fully_shard`) with its weights sharded over several processes
+    runs collectives in every forward: the processes would have to run the very same forwards and products, which
+    the diagnostics (per-input sharding, iterations until convergence) do not. Refused with the fix. One process
+    holds whole weights: measured like the plain model."""
+    try:
+        from torch.distributed.fsdp import FSDPModule, FullyShardedDataParallel
+    except ImportError:  # a torch built without distributed: nothing can be sharded
+        return
+    for module in model.modules():
+        if isinstance(module, FullyShardedDataParallel):
+            world = int(getattr(module, "world_size", 1))
+        elif isinstance(module, FSDPModule):
+            mesh = next((getattr(p, "device_mesh", None) for p in module.parameters()), None)
+            world = int(mesh.size()) if mesh is not None else 1
+        else:
+            continue
+        if world > 1:
+            raise AdapterError(
+                f"{type(module).__name__} shards its weights over {world} processes (FSDP): every forward gathers them "
+                "with collectives that all processes must run in step, which the diagnostics' per-input work does "
+                "not do — measure a whole copy on one process: save a full state dict "
+                "(torch.distributed.checkpoint.state_dict.get_model_state_dict(model, options=StateDictOptions("
+                "full_state_dict=True))), load it into the plain model and analyze that (DDP-wrapped models are fine)")
+        return
 
 
 def _is_measurable(model) -> bool:
@@ -110,6 +138,7 @@ def prepare_model(model: nn.Module, attn_implementation: str | None = None) -> P
     if not isinstance(model, nn.Module):
         loaded = f"transformers.AutoModel.from_pretrained({model!r})" if isinstance(model, str) else "the model object"
         raise AdapterError(f"Expected a transformers model (an nn.Module), got {type(model).__name__} — pass {loaded}")
+    _refuse_sharded(model)
     notes, restore = [], []
     # Any meta parameter, not only the first; weights accelerate offloads (device_map with CPU / disk offload) are
     # meta too, but a hook loads them: those are measured, one block in memory at a time.
