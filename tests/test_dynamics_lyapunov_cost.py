@@ -2,6 +2,7 @@
 and the automatic choice between them."""
 import math
 import warnings
+import weakref
 
 import pytest
 import torch
@@ -73,10 +74,37 @@ def test_automatic_choice_gives_the_eager_exponents_and_state(attention_map, tra
 
 def test_short_run_in_a_fresh_process_stays_eager(attention_map, monkeypatch):
     # Nothing spent yet and a trace that costs more than the whole run: renting (eager) is cheaper than buying.
-    monkeypatch.setattr(_tangent_policy, "_eager_seconds_spent", 0.0)
+    monkeypatch.setattr(_tangent_policy, "_EAGER_SPENT", weakref.WeakKeyDictionary())
     monkeypatch.setattr(_tangent_policy, "trace_cost_seconds", lambda eager_loop_seconds=0.0: 1e6)
     result = jacobiscope.lyapunov_spectrum(attention_map, steps=20, k=2)
     assert result.meta["tangent_path"] == "eager"
+
+
+def test_the_eager_time_that_pays_for_a_trace_is_kept_per_map_and_call(attention_map, monkeypatch):
+    """Runs on one map with k = 1 accumulate the eager time a trace would save; another map's runs, and a traced
+    k = 3 run on the same map, neither add to it nor reset it (before: one counter for the whole process, reset by
+    any trace, so k = 1 runs mixed with traced k = 16 runs never left eager)."""
+    monkeypatch.setattr(_tangent_policy, "_EAGER_SPENT", weakref.WeakKeyDictionary())
+    costly = lambda eager_loop_seconds=0.0: 1e6  # noqa: E731  a trace that never pays: every run stays eager
+    monkeypatch.setattr(_tangent_policy, "trace_cost_seconds", costly)
+    m, other = attention_map, jacobiscope.systems.self_attention_map(tokens=6, dim=8, heads=2, seed=6,
+                                                                      dtype=torch.float64)
+    x = m.x0
+    key_1 = (1, tuple(x.shape), x.dtype, str(x.device))
+    owner = m.module
+    spent = []
+    for _ in range(3):
+        assert jacobiscope.lyapunov_spectrum(m, x, steps=12, k=1).meta["tangent_path"] == "eager"
+        spent.append(_tangent_policy.eager_seconds_spent(owner, key_1))
+    assert 0 < spent[0] < spent[1] < spent[2]   # it accumulates, run after run
+    jacobiscope.lyapunov_spectrum(other, other.x0, steps=12, k=1)
+    assert _tangent_policy.eager_seconds_spent(owner, key_1) == spent[2]   # another map's time is its own
+    monkeypatch.setattr(_tangent_policy, "trace_cost_seconds", lambda eager_loop_seconds=0.0: 0.0)
+    assert jacobiscope.lyapunov_spectrum(m, x, steps=12, k=3).meta["tangent_path"] == "traced"
+    assert _tangent_policy.eager_seconds_spent(owner, key_1) == spent[2]   # a k = 3 trace does not reset k = 1's
+    assert _tangent_policy.eager_seconds_spent(owner, (3, tuple(x.shape), x.dtype, str(x.device))) == 0.0
+    assert jacobiscope.lyapunov_spectrum(m, x, steps=12, k=1).meta["tangent_path"] == "traced"
+    assert _tangent_policy.eager_seconds_spent(owner, key_1) == 0.0   # its own trace does
 
 
 def test_graph_of_an_earlier_run_is_reused_and_checked(attention_map, trace_at_once):

@@ -14,8 +14,11 @@ Example::
 ``compile=None`` (the default of `lyapunov_spectrum`) decides by itself, like renting skis before buying them:
 
 1. The first two loops run eagerly and are timed. When the eager time this run still has to go, plus the eager
-   time earlier runs in this process spent, exceeds the expected cost of a trace (`trace_cost_seconds`), the loop
-   is traced (`traced_tangent_step`). A short run in a fresh process stays eager, so it is never slowed down.
+   time earlier runs spent on the same map and call (its owner, k, state shape: the graph a trace would make),
+   exceeds the expected cost of a trace (`trace_cost_seconds`), the loop is traced (`traced_tangent_step`). A short
+   run on a new map stays eager, so it is never slowed down; repeated short runs on one map trace once they have
+   spent what the trace costs, whatever other maps or other k ran in between (the accounting is per map, not per
+   process).
    A map traced before in this process reuses its graph at once (and traces afresh, once, if that graph no
    longer agrees: the module changed since).
 2. A traced loop is timed over 16 loops; when the rest of the run would still take more than
@@ -31,6 +34,7 @@ from __future__ import annotations
 
 import time
 import warnings
+import weakref
 
 import torch
 
@@ -44,7 +48,24 @@ _TIMED_EAGER_LOOPS = 2
 _TIMED_TRACED_LOOPS = 16
 _COMPILE_PAYOFF_SECONDS = 120.0  # a 10-20 s compilation (CPU), recouped when compiled loops are >= 1.2x faster
 _MIN_LOOPS_FOR_CACHED_GRAPH = 4  # a cached graph still costs one checking loop
-_eager_seconds_spent = 0.0  # eager loop time of automatic runs in this process since the last trace
+# Eager loop time automatic runs spent, per map owner and call (k, state shape, dtype, device), since that call's
+# last trace: what a trace of that graph would have saved. Held weakly by owner; maps without one share `_UNOWNED`.
+_EAGER_SPENT: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_UNOWNED: dict = {}
+
+
+def _spent_for(owner) -> dict:
+    if owner is None:
+        return _UNOWNED
+    try:
+        return _EAGER_SPENT.setdefault(owner, {})
+    except TypeError:  # not weakly referenceable
+        return _UNOWNED
+
+
+def eager_seconds_spent(owner, key) -> float:
+    """Eager time automatic runs spent on this owner's call ``key`` since its last trace (what tracing would save)."""
+    return _spent_for(owner).get(key, 0.0)
 
 
 class LoopRunner:
@@ -67,10 +88,16 @@ class LoopRunner:
         self._eager_timings: list[float] = []
         self._traced_started: float | None = None
         self._traced_loops = 0
+        self._account = None  # (owner's ledger, call key), set at the first loop
+
+    def _spend(self, seconds: float) -> None:
+        ledger, key = self._account
+        ledger[key] = ledger.get(key, 0.0) + seconds
 
     def __call__(self, x: torch.Tensor, frame: torch.Tensor, renormalize: bool):
         self.loop += 1
         if self.loop == 1:
+            self._account = (_spent_for(self.owner), (frame.shape[0], tuple(x.shape), x.dtype, str(x.device)))
             self._choose_first_path(x, frame)
         if self.fast is not None:
             if renormalize in self.checked:
@@ -81,8 +108,7 @@ class LoopRunner:
         if self.mode is not None:
             return self.eager(x, frame, renormalize)
         if len(self._eager_timings) >= _TIMED_EAGER_LOOPS:  # decided already: count the time, no device sync
-            global _eager_seconds_spent
-            _eager_seconds_spent += min(self._eager_timings)
+            self._spend(min(self._eager_timings))
             return self.eager(x, frame, renormalize)
         started = time.perf_counter()
         out = self.eager(x, frame, renormalize)
@@ -99,16 +125,16 @@ class LoopRunner:
                 self._try_trace(x, frame)
 
     def _after_timed_eager_loop(self, x, frame, started: float) -> None:
-        global _eager_seconds_spent
         _synchronize(x)
         seconds = time.perf_counter() - started
-        _eager_seconds_spent += seconds
+        self._spend(seconds)
         self._eager_timings.append(seconds)
         if len(self._eager_timings) != _TIMED_EAGER_LOOPS or "traced" in self.paths_tried:
             return
         per_loop = min(self._eager_timings)
         remaining = (self.total - self.loop) * per_loop
-        if remaining > 0 and _eager_seconds_spent + remaining >= trace_cost_seconds(per_loop):
+        ledger, key = self._account
+        if remaining > 0 and ledger.get(key, 0.0) + remaining >= trace_cost_seconds(per_loop):
             if cached_graph(self.owner, self.map, x, frame.shape[0], self.chunk_size) is not UNTRACEABLE:
                 self._try_trace(x, frame)
 
@@ -126,8 +152,9 @@ class LoopRunner:
                 self._try(compiled_tangent_step(self.map, self.batch, self.chunk_size), "compiled")
 
     def _try_trace(self, x, frame) -> None:
-        global _eager_seconds_spent
-        _eager_seconds_spent = 0.0  # the trace is paid for (or found impossible) at the next loop either way
+        if self._account is not None:  # this call's trace is paid for (or found impossible) at the next loop
+            ledger, key = self._account
+            ledger[key] = 0.0
         self._try(traced_tangent_step(self.map, self.batch, self.chunk_size, owner=self.owner), "traced")
 
     def _try(self, step, path: str) -> None:
