@@ -26,31 +26,44 @@ ROOT = Path(__file__).resolve().parents[1]
 ZOO = json.loads((ROOT / "examples" / "recipes" / "zoo.json").read_text())
 
 
+def family_of(name: str) -> str:
+    """A variant's family: the first entry of its zoo.json line, or its parent variant's family."""
+    first = ZOO["variants"][name][0]
+    return first if first in ZOO["bases"] else family_of(first)
+
+
 def recipe_for(name: str, **overrides):
-    """The variant's recipe: its family's base, then ``overrides`` (budget, a tiny stand-in), then its one change."""
+    """The variant's recipe: what it starts from (its family's base, or the variant it names first, e.g. the
+    large-N AKOrN for the large-N AKOrN with the oscillator norm), then ``overrides`` (budget, a tiny stand-in),
+    then its one change."""
+    import dataclasses
+
     from jacobiscope.recipes.sudoku import SudokuRecipe
 
-    family, changes = ZOO["variants"][name]
-    return SudokuRecipe(**{**ZOO["bases"][family], **overrides, **changes})
+    first, changes = ZOO["variants"][name]
+    start = ZOO["bases"][first] if first in ZOO["bases"] else dataclasses.asdict(recipe_for(first))
+    return SudokuRecipe(**{**start, **overrides, **changes})
 
 
 def describe(name: str) -> str:
-    family, changes = ZOO["variants"][name]
+    first, changes = ZOO["variants"][name]
+    family = family_of(name)
     model = "ItrSA" if family == "itrsa" else "AKOrN"
     seed = changes.get("seed")
     if seed is not None:  # a seed repeat: the same recipe as the variant it repeats, another seed
         others = {key: value for key, value in changes.items() if key != "seed"}
         repeated = next((other for other, (f, c) in ZOO["variants"].items()
-                         if f == family and c == others and other != name), None)
+                         if f == first and c == others and other != name), None)
         if repeated is None:
-            raise SystemExit(f"zoo.json: {name} repeats no variant (no {family} variant has the changes {others})")
+            raise SystemExit(f"zoo.json: {name} repeats no variant (no variant of {first} has the changes {others})")
         return (f"A seed repeat in the zoo of the reference {model} Sudoku solver: the recipe of `zoo/{repeated}` "
                 f"with seed={seed} instead of {ZOO['bases'][family].get('seed', 0)}. Same data (SATNet rows 0-8999) "
                 f"and budget, so differences from `zoo/{repeated}` measure the seed-to-seed spread.")
     change = ", ".join(f"{key}={value}" for key, value in changes.items()) or "none (the base)"
-    return (f"A zoo variant of the reference {model} Sudoku solver: the family's "
-            f"base recipe with one change: {change}. Same data (SATNet rows 0-8999), budget and seed as every other "
-            "variant of the family, so differences in the results below come from that change.")
+    start = "the family's base recipe" if first in ZOO["bases"] else f"the recipe of `zoo/{first}`"
+    return (f"A zoo variant of the reference {model} Sudoku solver: {start} with one change: {change}. Same data "
+            "(SATNet rows 0-8999), budget and seed as every other variant of the family, so differences in the "
+            "results below come from that change.")
 
 
 def train(names: list[str], budget: float, runs: Path, ship_dir: Path, overrides: dict, measure: dict) -> None:
