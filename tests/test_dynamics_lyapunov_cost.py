@@ -21,6 +21,16 @@ def attention_map():
                                                   weight_scale=1.5, seed=5, dtype=torch.float64)
 
 
+@pytest.fixture(autouse=True)
+def fresh_graphs(monkeypatch):
+    """Each test starts with no traced graph: graphs are shared by modules of one structure, process-wide."""
+    import collections
+
+    from jacobiscope.dynamics import _tangent_trace
+
+    monkeypatch.setattr(_tangent_trace, "_SHARED", collections.OrderedDict())
+
+
 @pytest.fixture
 def trace_at_once(monkeypatch):
     """Make a trace look free, so that every automatic run switches to the traced graph after two loops."""
@@ -105,6 +115,28 @@ def test_the_eager_time_that_pays_for_a_trace_is_kept_per_map_and_call(attention
     assert _tangent_policy.eager_seconds_spent(owner, (3, tuple(x.shape), x.dtype, str(x.device))) == 0.0
     assert jacobiscope.lyapunov_spectrum(m, x, steps=12, k=1).meta["tangent_path"] == "traced"
     assert _tangent_policy.eager_seconds_spent(owner, key_1) == 0.0   # its own trace does
+
+
+def test_a_layer_of_the_same_structure_reuses_the_graph_with_its_own_weights(attention_map, monkeypatch):
+    """A second module of one structure (other weights, e.g. the next layer of a model) takes the graph the first
+    traced, from its first loop, with its own parameters: its exponents are its eager ones, not the first's."""
+    monkeypatch.setattr(_tangent_policy, "trace_cost_seconds", lambda eager_loop_seconds=0.0: 0.0)
+    first = attention_map
+    jacobiscope.lyapunov_spectrum(first, first.x0, steps=10, k=2)   # traces
+    monkeypatch.setattr(_tangent_policy, "trace_cost_seconds", lambda eager_loop_seconds=0.0: 1e6)  # never pays
+    other = jacobiscope.systems.self_attention_map(tokens=6, dim=8, heads=2, eta=0.9, injection=True,
+                                                   weight_scale=1.5, seed=11, dtype=torch.float64)
+    assert not torch.equal(other.module.query.weight, first.module.query.weight)
+    automatic = jacobiscope.lyapunov_spectrum(other, other.x0, steps=10, k=2)
+    eager = jacobiscope.lyapunov_spectrum(other, other.x0, steps=10, k=2, compile=False)
+    assert automatic.meta["tangent_path"] == "traced"   # the shared graph: no trace would have paid here
+    assert torch.allclose(automatic.exponents, eager.exponents, atol=1e-10, rtol=0)
+    different = jacobiscope.systems.self_attention_map(tokens=6, dim=8, heads=2, eta=0.9, injection=True,
+                                                       weight_scale=1.5, seed=12, dtype=torch.float64)
+    different.module.eta = 0.4   # the same structure, another baked-in scalar: the first-loop check catches it
+    automatic = jacobiscope.lyapunov_spectrum(different, different.x0, steps=10, k=2)
+    eager = jacobiscope.lyapunov_spectrum(different, different.x0, steps=10, k=2, compile=False)
+    assert torch.allclose(automatic.exponents, eager.exponents, atol=1e-10, rtol=0)
 
 
 def test_graph_of_an_earlier_run_is_reused_and_checked(attention_map, trace_at_once):
