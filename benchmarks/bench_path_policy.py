@@ -56,6 +56,16 @@ def main() -> None:
                          "seconds": seconds, "x_forward": ratio})
             print(f"call {call + 1:2d} k={k:2d} T={loops:3d}: {result.meta['tangent_path']:8s} {seconds:6.2f} s "
                   f"({ratio:5.1f}x the forward)", flush=True)
+    # a new map of the same structure (the next layer of a model: other weights): its first call
+    twin = js.systems.self_attention_map(tokens=81, dim=128, heads=8, eta=1.0, norm="rmsnorm", seed=1)
+    started = time.perf_counter()
+    result = js.lyapunov_spectrum(twin, x, steps=args.short_loops, k=1)
+    seconds = time.perf_counter() - started
+    ratio = seconds / (unit * args.short_loops / args.loops)
+    rows.append({"call": "first on a same-structure map", "k": 1, "loops": args.short_loops,
+                 "path": result.meta["tangent_path"], "seconds": seconds, "x_forward": ratio})
+    print(f"first call on a map of the same structure, k= 1 T={args.short_loops:3d}: {result.meta['tangent_path']:8s} "
+          f"{seconds:6.2f} s ({ratio:5.1f}x the forward)", flush=True)
     out = {"loops": args.loops, "forward_seconds": unit, "load": os.getloadavg(), "rows": rows}
     (HERE / "out").mkdir(exist_ok=True)
     (HERE / "out" / "path_policy.json").write_text(json.dumps(out, indent=1))
