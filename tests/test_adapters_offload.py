@@ -65,6 +65,7 @@ def test_block_maps_of_an_offloaded_model_measure_what_the_model_in_memory_measu
     assert all(p.is_meta for p in offloaded.transformer.h.parameters())   # still offloaded
 
 
+@pytest.mark.slow   # suite time (~10 s); CI runs it with the other slow adapter checks
 def test_a_models_own_loop_and_the_loop_lens_through_offloaded_weights(tmp_path):
     model = hrm_text()
     ids = torch.randint(3, 14, (1, 10), generator=torch.Generator().manual_seed(2))

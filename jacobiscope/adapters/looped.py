@@ -100,6 +100,8 @@ def _refuse_sharded(model) -> None:
     runs collectives in every forward: the processes would have to run the very same forwards and products, which
     the diagnostics (per-input sharding, iterations until convergence) do not. Refused with the fix. One process
     holds whole weights: measured like the plain model."""
+    if not isinstance(model, nn.Module):
+        return  # not a model at all: said by the checks that follow
     try:
         from torch.distributed.fsdp import FSDPModule, FullyShardedDataParallel
     except ImportError:  # a torch built without distributed: nothing can be sharded
