@@ -58,6 +58,7 @@ def _wait_for_first_row(path, process, timeout=240.0):
     raise AssertionError("no row written in time")
 
 
+@pytest.mark.slow  # suite time (a subprocess or a training run); CI runs it in its slow step
 def test_sigint_keeps_the_finished_rows_and_resume_completes_them(tiny_folder, tmp_path, capsys):
     env = dict(os.environ, HF_HUB_OFFLINE="1", OPENBLAS_NUM_THREADS="1")
     partial_path = tmp_path / "partial.json"

@@ -52,6 +52,7 @@ def test_released_on_exceptions_and_independent_by_name(tmp_path):
                     pass
 
 
+@pytest.mark.slow  # suite time (a subprocess or a training run); CI runs it in its slow step
 def test_training_a_busy_run_folder_is_refused_before_anything_is_written(tmp_path):
     from jacobiscope.recipes.sudoku import SudokuRecipe, train_sudoku
 

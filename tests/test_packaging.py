@@ -4,6 +4,8 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
 import jacobiscope
 from jacobiscope._resources import shipped_folder
 
@@ -44,6 +46,7 @@ def test_wheel_contains_adapters_and_hub_configs(tmp_path):
         assert f"jacobiscope/data/benchmarks/{name}" in names
 
 
+@pytest.mark.slow  # suite time (a subprocess or a training run); CI runs it in its slow step
 def test_import_loads_the_engine_only():
     """`import jacobiscope` and the engine's names pull in neither transformers' Trainer, accelerate nor datasets."""
     code = ("import sys, jacobiscope\n"

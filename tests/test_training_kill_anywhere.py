@@ -259,6 +259,7 @@ def test_a_kill_before_every_file_operation_of_a_save_resumes_to_the_same_run(co
 
 
 @pytest.mark.guards("lost")
+@pytest.mark.slow  # suite time (a subprocess or a training run); CI runs it in its slow step
 def test_random_sigkills_then_resume_end_where_one_run_ends(context, data, tmp_path):
     """Real SIGKILLs at random instants of a longer run (mid-step, mid-save, mid-validation), each followed by a
     resume that may itself be killed; the run ends as an uninterrupted one."""
