@@ -370,45 +370,46 @@ LYAPUNOV_GOAL_SECONDS = 60.0
 
 def verdicts(record: dict) -> list[str]:
     """One ``PASS`` / ``FAIL`` line per goal, from what the record holds (a section not run says so)."""
-    sections, lines = record["sections"], []
-    check = sections.get("agreement")
-    if check is None:
-        lines.append("SKIP agreement: not run")
-    elif "checks" not in check:
-        lines.append(f"FAIL agreement: {check.get('error', 'no checks')}")
-    else:
-        bad = [c["name"] for c in check["checks"] if not c["ok"]]
-        lines.append(f"{'PASS' if not bad else 'FAIL'} agreement: {check['passed']}/{check['total']} "
-                     f"{record['device']} float32 checks within tolerance of the float64 references ({check['references']})"
-                     + (f"; out of tolerance: {', '.join(bad)}" if bad else ""))
-    layer = sections.get("llama_layer")
-    lyapunov = (layer or {}).get("lyapunov", {})
-    if layer is None:
-        lines.append("SKIP llama_layer: not run")
-    elif "median" not in lyapunov:
-        lines.append(f"FAIL llama_layer: {lyapunov.get('error') or layer.get('error', 'not measured')}")
-    else:
-        state, goal = layer["state"], LYAPUNOV_GOAL_SECONDS
-        lines.append(f"{'PASS' if lyapunov['median'] < goal else 'FAIL'} llama_layer: top-{len(lyapunov['exponents'])} "
-                     f"Lyapunov of a Llama-7B-shaped layer ({state[1]} tokens x {state[2]}) in {lyapunov['median']:.1f} s"
-                     f" (median of {len(lyapunov['warm']) or 1}; goal < {goal:.0f} s)")
-    big = sections.get("analyze_1b")
-    if big is None:
-        lines.append("SKIP analyze_1b: not run")
-    elif "rows" not in big:
-        lines.append(f"FAIL analyze_1b: {big.get('error', 'not measured')}")
-    else:
-        done, total = len(big["rows"]), done_total(big)
-        finite = all(row["lambda_max"] is not None and math.isfinite(row["lambda_max"]) for row in big["rows"])
-        size = f"{big['parameters'] / 1e9:.2f}B" if big["parameters"] >= 1e8 else f"{big['parameters'] / 1e6:.2f}M"
-        lines.append(f"{'PASS' if done == total and finite else 'FAIL'} analyze_1b: analyze of a "
-                     f"{size}-parameter Llama shape, {done}/{total} layers at {big['tokens']} "
-                     f"tokens in {big['seconds']:.1f} s" + ("" if finite else "; a lambda_max is not finite"))
+    lines = []
+    for name, judge in (("agreement", _agreement_verdict), ("llama_layer", _layer_verdict),
+                        ("analyze_1b", _analyze_verdict)):
+        section = record["sections"].get(name)
+        if section is None:
+            lines.append(f"SKIP {name}: not run")
+            continue
+        passed, text = judge(record, section)
+        lines.append(f"{'PASS' if passed else 'FAIL'} {name}: {text}")
     return lines
 
 
-def done_total(big: dict) -> int:
-    return len(big["rows"]) + len(big["skipped_layers"])
+def _agreement_verdict(record: dict, check: dict) -> tuple[bool, str]:
+    if "checks" not in check:
+        return False, check.get("error", "no checks")
+    bad = [c["name"] for c in check["checks"] if not c["ok"]]
+    return not bad, (f"{check['passed']}/{check['total']} {record['device']} float32 checks within tolerance of the "
+                     f"float64 references ({check['references']})" + (f"; out of tolerance: {', '.join(bad)}" if bad
+                                                                         else ""))
+
+
+def _layer_verdict(record: dict, layer: dict) -> tuple[bool, str]:
+    lyapunov = layer.get("lyapunov", {})
+    if "median" not in lyapunov:
+        return False, lyapunov.get("error") or layer.get("error", "not measured")
+    state, goal = layer["state"], LYAPUNOV_GOAL_SECONDS
+    return lyapunov["median"] < goal, (
+        f"top-{len(lyapunov['exponents'])} Lyapunov of a Llama-7B-shaped layer ({state[1]} tokens x {state[2]}) in "
+        f"{lyapunov['median']:.1f} s (median of {len(lyapunov['warm']) or 1}; goal < {goal:.0f} s)")
+
+
+def _analyze_verdict(record: dict, big: dict) -> tuple[bool, str]:
+    if "rows" not in big:
+        return False, big.get("error", "not measured")
+    done, total = len(big["rows"]), len(big["rows"]) + len(big["skipped_layers"])
+    finite = all(row["lambda_max"] is not None and math.isfinite(row["lambda_max"]) for row in big["rows"])
+    size = f"{big['parameters'] / 1e9:.2f}B" if big["parameters"] >= 1e8 else f"{big['parameters'] / 1e6:.2f}M"
+    return done == total and finite, (f"analyze of a {size}-parameter Llama shape, {done}/{total} layers at "
+                                      f"{big['tokens']} tokens in {big['seconds']:.1f} s"
+                                      + ("" if finite else "; a lambda_max is not finite"))
 
 
 # ---------------------------------------------------------------------------------------------- output

@@ -67,10 +67,18 @@ def offload_gaps(model: nn.Module) -> list[str]:
 def execution_device(model: nn.Module) -> torch.device | None:
     """Where an offloaded model computes: its hooks' execution device, else the first parameter not on meta."""
     for module in model.modules():
-        device = getattr(_offload_hook(module) or getattr(module, "_hf_hook", None), "execution_device", None)
+        device = _hook_device(_offload_hook(module) or getattr(module, "_hf_hook", None))
         if device is not None:
-            return torch.device(device if not isinstance(device, int) else f"cuda:{device}")
+            return device
     return next((p.device for p in model.parameters() if not p.is_meta), None)
+
+
+def _hook_device(hook) -> torch.device | None:
+    """A hook's execution device as a torch.device (accelerate may hold a bare GPU index)."""
+    device = getattr(hook, "execution_device", None)
+    if device is None:
+        return None
+    return torch.device(f"cuda:{device}" if isinstance(device, int) else device)
 
 
 def materialized_copy(module: nn.Module, device: torch.device) -> nn.Module:
@@ -159,6 +167,4 @@ def weight_of(module: nn.Module, name: str = "weight"):
     if hook is None:
         return tensor
     value = _read(hook.weights_map, name)
-    device = getattr(hook, "execution_device", None)
-    return value.to(torch.device(device) if device is not None and not isinstance(device, int) else
-                    torch.device(f"cuda:{device}") if isinstance(device, int) else value.device)
+    return value.to(_hook_device(hook) or value.device)

@@ -29,8 +29,8 @@ from .._resources import public_name
 from ..errors import ArgumentError
 from ._plan import MapPlan, plan_maps
 from .inputs import InputError, ModelInputs, prepare_inputs
-from .looped import PreparedModel, build_maps, prepare_model
-from ._offload import execution_device, hold_loaded, is_offloaded
+from .looped import PreparedModel, _model_device_and_dtype, build_maps, prepare_model
+from ._offload import hold_loaded, is_offloaded
 from .native import native_loop
 
 __all__ = ["map_source", "MapSource", "InputMaps", "MapProvenance"]
@@ -228,10 +228,9 @@ def _label(examples: list, input_labels) -> None:
 
 
 def _on_device(kwargs: dict, model) -> dict:
-    parameter = next(model.parameters(), None)
-    if parameter is None:
+    if next(model.parameters(), None) is None:
         return dict(kwargs)
-    device = (execution_device(model) or torch.device("cpu")) if parameter.is_meta else parameter.device
+    device, _ = _model_device_and_dtype(model)   # an offloaded model's: its hooks' execution device
     return {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in kwargs.items()}
 
 
