@@ -50,6 +50,15 @@ def numbers(report):
     return [(row.results["lyapunov"].exponents, row.results["spectral_norm"].values) for row in report.rows]
 
 
+def assert_same_numbers(got, expected):
+    """The same weights and arithmetic; only the product path may differ at rounding (eager jvps, or a graph of the
+    same structure recorded by an earlier call in this process: `jacobiscope.linalg._linearized`)."""
+    flat_got = [v for row in got for part in row for v in part]
+    flat_expected = [v for row in expected for part in row for v in part]
+    assert len(flat_got) == len(flat_expected)
+    assert flat_got == pytest.approx(flat_expected, rel=1e-6, abs=1e-7)
+
+
 MEASURED = ["lyapunov", "spectral_norm"]   # a jvp path and a vjp path; the other diagnostics ride on the same maps
 
 
@@ -60,7 +69,7 @@ def test_block_maps_of_an_offloaded_model_measure_what_the_model_in_memory_measu
     offloaded = offloaded_copy(model, tmp_path, ["transformer.h"])
     assert is_offloaded(offloaded) and next(offloaded.transformer.h[0].parameters()).is_meta
     report = jacobiscope.analyze(offloaded, {"input_ids": ids}, loops=6, diagnostics=MEASURED, progress=False)
-    assert numbers(report) == numbers(in_memory)   # the same weights, the same arithmetic: bit for bit
+    assert_same_numbers(numbers(report), numbers(in_memory))
     assert any("offloaded by accelerate" in note for note in report.notes)
     assert all(p.is_meta for p in offloaded.transformer.h.parameters())   # still offloaded
 
@@ -75,7 +84,7 @@ def test_a_models_own_loop_and_the_loop_lens_through_offloaded_weights(tmp_path)
                                            spectral_radius=False)
     offloaded = offloaded_copy(model, tmp_path, ["model.L_module", "model.H_module"])
     report = jacobiscope.analyze(offloaded, {"input_ids": ids}, **options)
-    assert numbers(report) == numbers(in_memory)
+    assert_same_numbers(numbers(report), numbers(in_memory))
     lens = jacobiscope.loop_lens(offloaded, {"input_ids": ids}, recurrence="cycle", loops=4, jacobian_every=2,
                                  spectral_radius=False)
     assert lens.to_dataframe().equals(lens_in_memory.to_dataframe())

@@ -26,9 +26,9 @@ def fresh_graphs(monkeypatch):
     """Each test starts with no traced graph: graphs are shared by modules of one structure, process-wide."""
     import collections
 
-    from jacobiscope.dynamics import _tangent_trace
+    from jacobiscope.linalg import _trace
 
-    monkeypatch.setattr(_tangent_trace, "_SHARED", collections.OrderedDict())
+    monkeypatch.setattr(_trace, "_SHARED", collections.OrderedDict())
 
 
 @pytest.fixture
@@ -91,7 +91,7 @@ def test_short_run_in_a_fresh_process_stays_eager(attention_map, monkeypatch):
 
 
 def test_the_eager_time_that_pays_for_a_trace_is_kept_per_map_and_call(attention_map, monkeypatch):
-    """Runs on one map with k = 1 accumulate the eager time a trace would save; another map's runs, and a traced
+    """Runs on one map with k = 1 accumulate the eager time a trace would save; a map of another structure, and a traced
     k = 3 run on the same map, neither add to it nor reset it (before: one counter for the whole process, reset by
     any trace, so k = 1 runs mixed with traced k = 16 runs never left eager)."""
     monkeypatch.setattr(_tangent_policy, "_EAGER_SPENT", weakref.WeakKeyDictionary())

@@ -39,6 +39,7 @@ import weakref
 import torch
 
 from ..linalg._reverse_products import uses_reverse_products
+from ..linalg._trace import agrees, shared_cache
 from ._tangent_step import compiled_tangent_step, eager_tangent_step
 from ._tangent_trace import UNTRACEABLE, cached_graph, mark_untraceable, trace_cost_seconds, traced_tangent_step
 
@@ -49,23 +50,22 @@ _TIMED_TRACED_LOOPS = 16
 _COMPILE_PAYOFF_SECONDS = 120.0  # a 10-20 s compilation (CPU), recouped when compiled loops are >= 1.2x faster
 _MIN_LOOPS_FOR_CACHED_GRAPH = 4  # a cached graph still costs one checking loop
 # Eager loop time automatic runs spent, per map owner and call (k, state shape, dtype, device), since that call's
-# last trace: what a trace of that graph would have saved. Held weakly by owner; maps without one share `_UNOWNED`.
+# last trace: what a trace of that graph would have saved. Kept where the graphs are (`shared_cache`): modules of one
+# structure (the layers of a model) share it as they share the graph. Function owners are held weakly; maps without
+# an owner share `_UNOWNED`.
 _EAGER_SPENT: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _UNOWNED: dict = {}
 
 
 def _spent_for(owner) -> dict:
-    if owner is None:
-        return _UNOWNED
-    try:
-        return _EAGER_SPENT.setdefault(owner, {})
-    except TypeError:  # not weakly referenceable
-        return _UNOWNED
+    ledger = shared_cache(owner, _EAGER_SPENT)
+    return _UNOWNED if ledger is None else ledger
 
 
 def eager_seconds_spent(owner, key) -> float:
-    """Eager time automatic runs spent on this owner's call ``key`` since its last trace (what tracing would save)."""
-    return _spent_for(owner).get(key, 0.0)
+    """Eager time automatic runs spent on this owner's call ``key`` (k, state shape, dtype, device) since its last
+    trace (what tracing would save); modules of one structure share it."""
+    return _spent_for(owner).get(("eager seconds", *key), 0.0)
 
 
 class LoopRunner:
@@ -97,7 +97,8 @@ class LoopRunner:
     def __call__(self, x: torch.Tensor, frame: torch.Tensor, renormalize: bool):
         self.loop += 1
         if self.loop == 1:
-            self._account = (_spent_for(self.owner), (frame.shape[0], tuple(x.shape), x.dtype, str(x.device)))
+            self._account = (_spent_for(self.owner),
+                             ("eager seconds", frame.shape[0], tuple(x.shape), x.dtype, str(x.device)))
             self._choose_first_path(x, frame)
         if self.fast is not None:
             if renormalize in self.checked:
@@ -204,21 +205,3 @@ def _synchronize(x: torch.Tensor) -> None:
     """Timings need the device's queue drained (a no-op on CPU)."""
     if x.device.type == "cuda":
         torch.cuda.synchronize(x.device)
-
-
-def agrees(candidate, reference, dtype) -> bool:
-    """Whether the outputs of a traced or compiled loop match the eager loop's (same inputs) to rounding."""
-    tolerance = 1e3 * torch.finfo(dtype).eps
-    for got, expected in zip(candidate, reference):
-        if got.shape != expected.shape or got.dtype != expected.dtype:
-            return False
-        if got.dtype == torch.bool:
-            if not bool((got == expected).all()):
-                return False
-            continue
-        scale = 1.0 + float(torch.nan_to_num(expected.abs(), nan=0.0, posinf=0.0).max()) if expected.numel() else 1.0
-        same = (got == expected) | (torch.isnan(got) & torch.isnan(expected))  # Inf == Inf, NaN where NaN
-        difference = torch.where(same, torch.zeros_like(got), (got - expected).abs())
-        if not bool((torch.nan_to_num(difference, nan=float("inf")) <= tolerance * scale).all()):
-            return False
-    return True

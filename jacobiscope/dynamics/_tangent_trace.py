@@ -20,45 +20,26 @@ aten operations that remain. The map's parameters are inputs of the graph, never
 """
 from __future__ import annotations
 
-import collections
-import warnings
 import weakref
 
 import torch
 
-from ..linalg.operators import forward_ad_context
+from ..linalg._trace import shared_cache, trace_cost_seconds, trace_graph
 from ._tangent_step import TangentStep, bound_step, jvp_block, loop_functions, map_params, with_params
 
 __all__ = ["traced_tangent_step", "trace_cost_seconds", "cached_graph", "mark_untraceable", "UNTRACEABLE"]
 
 
-# Graphs traced in this process, per function owner (held weakly) and call signature; module owners share theirs by
-# structure (`_SHARED` below). A reused graph is checked against the eager loop at the start of every run like a new
-# one.
+# Graphs traced in this process, per function owner (held weakly) and call signature; module owners share theirs
+# by structure (`jacobiscope.linalg._trace.shared_cache`). A reused graph is checked against the eager loop at the
+# start of every run like a new one.
 _GRAPHS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 UNTRACEABLE = "untraceable"
-# Measured on a 2-core Xeon (81 x 128 attention map): 0.5-0.6 s a trace, 1.2 s for the first one in a process.
-_TRACE_SECONDS = 0.6
-_FIRST_TRACE_EXTRA_SECONDS = 0.8
-_traced_once = False
 
 
 class _UntraceableError(RuntimeError):
     """The step could not be traced (raised inside a trial, which drops the traced path). Private: it never leaves
     the trial, whose ``except Exception`` falls back to the eager loop."""
-
-
-_TRACE_PER_EAGER_LOOP = 100  # a trace costs ~60-80 eager loops of a dispatch-bound map (fewer of a heavy one)
-
-
-def trace_cost_seconds(eager_loop_seconds: float = 0.0) -> float:
-    """The expected cost of tracing one loop function in this process, given the time of one eager loop.
-
-    Tracing costs per operation what an eager loop costs per operation times a constant, so a map with more
-    operations costs more to trace; the floor covers small maps, the extra the first trace of a process.
-    """
-    per_map = max(_TRACE_SECONDS, _TRACE_PER_EAGER_LOOP * eager_loop_seconds)
-    return per_map + (0.0 if _traced_once else _FIRST_TRACE_EXTRA_SECONDS)
 
 
 def _signature(looped_map, x, k, chunk_size, renormalize) -> tuple:
@@ -67,36 +48,8 @@ def _signature(looped_map, x, k, chunk_size, renormalize) -> tuple:
             chunk_size, renormalize, params)
 
 
-# Graphs shared by modules of one structure (the same classes, layout and parameter shapes: the layers of one model,
-# the same block on inputs of one shape). Parameters are graph inputs, so another layer's weights are its own; what a
-# graph may have baked in (a captured mask, a Python scalar) is caught by the check every reused graph gets at its
-# first loop, which then traces afresh. Bounded: the oldest structure is forgotten first.
-_SHARED: "collections.OrderedDict[tuple, dict]" = collections.OrderedDict()
-_SHARED_STRUCTURES = 64
-
-
-def _structure(owner) -> tuple | None:
-    """What identical modules share (None for a function owner: its closure may hold anything)."""
-    if not isinstance(owner, torch.nn.Module):
-        return None
-    shapes = tuple((name, tuple(t.shape), t.dtype) for name, t in (*owner.named_parameters(), *owner.named_buffers()))
-    return (type(owner), repr(owner), shapes)
-
-
 def _cache_for(owner) -> dict | None:
-    if owner is None:
-        return None
-    structure = _structure(owner)
-    if structure is not None:
-        cache = _SHARED.pop(structure, None)
-        _SHARED[structure] = cache if cache is not None else {}
-        while len(_SHARED) > _SHARED_STRUCTURES:
-            _SHARED.popitem(last=False)
-        return _SHARED[structure]
-    try:
-        return _GRAPHS.setdefault(owner, {})
-    except TypeError:  # not weakly referenceable (a builtin): no cache
-        return None
+    return shared_cache(owner, _GRAPHS)
 
 
 def cached_graph(owner, looped_map, x, k, chunk_size, renormalize=True):
@@ -148,21 +101,10 @@ class _TracedLoop:
         return True
 
     def _trace(self, x, frame):
-        global _traced_once
-        with warnings.catch_warnings():  # a first import of torch._dynamo warns about torch.jit deprecations
-            warnings.simplefilter("ignore", DeprecationWarning)
-            from torch.fx.experimental.proxy_tensor import make_fx
-
-            from ._graph_cleanup import simplify_tangent_graph
-
-            _traced_once = True
-            try:
-                with torch.no_grad(), forward_ad_context():
-                    graph = make_fx(with_params(self.function, bound_step(self.map)), tracing_mode="fake",
-                                    _allow_non_fake_inputs=True)(self.params, x, frame)
-                return simplify_tangent_graph(graph)
-            except Exception as error:  # noqa: BLE001 - whatever stops the trace, the eager loop still works
-                raise _UntraceableError(f"'{self.map.name}' could not be traced: {error}") from error
+        try:
+            return trace_graph(with_params(self.function, bound_step(self.map)), self.params, x, frame)
+        except Exception as error:  # noqa: BLE001 - whatever stops the trace, the eager loop still works
+            raise _UntraceableError(f"'{self.map.name}' could not be traced: {error}") from error
 
 
 def traced_tangent_step(looped_map, batch: int, chunk_size=None, owner=None) -> TangentStep:

@@ -10,7 +10,7 @@ from ..errors import ArgumentError, ConvergenceWarning, NonFiniteWarning
 from ..maps import as_looped_map, require_precision
 from .._validation import nonnegative_int, seed_int, tolerance, within_budget
 from .dense import DEFAULT_MAX_BYTES, _dense, check_dense_budget, check_max_bytes
-from .operators import check_map_at, jacobian_matmat
+from .operators import JacobianOperator, check_map_at
 
 __all__ = ["jacobian_eigenvalues", "EigenResult", "DENSE_LIMIT"]
 
@@ -174,10 +174,11 @@ def _arnoldi_eigenvalues(looped_map, x, k, size, tol, krylov_dim, max_restarts, 
     rows, residual_rows = [], []
     restarts = matvecs = 0
     all_converged = True
+    operator = JacobianOperator(looped_map, x)  # products from a graph split at x once that pays
     for b in range(batch):
         # Each trajectory is its own eigenproblem. Its products run on the whole batch with zero tangents
         # elsewhere, because a map built by capture and replay (masks, rotary tables) only accepts its own batch.
-        block_product = _trajectory_products(looped_map, x, b, batch, size)
+        block_product = _trajectory_products(operator, x, b, batch, size)
 
         def matvec(v, block_product=block_product):
             return block_product(v.unsqueeze(0))[0]
@@ -330,13 +331,13 @@ def _real_basis(theta: torch.Tensor, Y: torch.Tensor) -> torch.Tensor:
     return Q
 
 
-def _trajectory_products(looped_map, x, index, batch, size):
+def _trajectory_products(operator, x, index, batch, size):
     """``V -> J_index V`` for a block ``V [n, D]`` of tangents of trajectory ``index`` (others held at zero)."""
 
     def products(V):
         tangents = torch.zeros(V.shape[0], batch, size, dtype=x.dtype, device=x.device)
         tangents[:, index] = V
-        out = jacobian_matmat(looped_map, x, tangents.reshape(V.shape[0], *x.shape))
+        out = operator.matmat(tangents.reshape(V.shape[0], *x.shape))
         return out.reshape(V.shape[0], batch, size)[:, index]
 
     return products

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import weakref
 
 import torch
 from torch.autograd import forward_ad
@@ -15,6 +16,7 @@ from torch.func import vjp as _func_vjp, jvp as _func_jvp, vmap
 
 from ..errors import StateError, StepError
 from ..maps import LoopedMap, as_looped_map, check_independent_trajectories
+from ._linearized import ProductPolicy
 from ._reverse_products import (needs_reverse_products, reverse_jvp_block, reverse_vjp_function,
                                 use_reverse_products, uses_reverse_products)
 
@@ -72,18 +74,32 @@ class JacobianOperator:
         >>> op.matvec(torch.tensor([0.0, 1.0], dtype=torch.float64))
         tensor([1., 2.], dtype=torch.float64)
 
-    Signature: ``JacobianOperator(step, x, *, batch_dims=None)``. ``step`` is a `LoopedMap` or a callable.
+    Signature: ``JacobianOperator(step, x, *, batch_dims=None, linearize=None, owner=None)``. ``step`` is a
+    `LoopedMap` or a callable. ``linearize``: record the step's jvp once and split it at ``x`` so that each product
+    runs only its part linear in the vector (``True``), never (``False``), or once the eager products have cost what
+    a recording costs (``None``; see `jacobiscope.linalg._linearized`). ``owner`` keys recorded graphs (default: the
+    map's module or function).
 
     Methods: ``matvec(v) = J v``; ``rmatvec(u) = J^T u``; ``matmat(V)`` and ``rmatmat(U)`` for blocks
     ``[k, *batch, *state]`` (vmapped, optional ``chunk_size``); ``output`` is ``F(x)``. The vjp's linearization is
     built once on first use and reused, so repeated ``rmatvec`` calls do not rerun the forward.
     """
 
-    def __init__(self, step, x: torch.Tensor, *, batch_dims: int | None = None):
+    def __init__(self, step, x: torch.Tensor, *, batch_dims: int | None = None, linearize: bool | None = None,
+                 owner=None):
         self.map = as_looped_map(step, batch_dims=batch_dims)
         self.x = x
         self._vjp_fn = None
         self._output = None
+        if owner is None:
+            owner = self.map.module if self.map.module is not None else self.map._function
+        # jvps from a recorded graph split at x when that pays (`_linearized`): ~1.2 forwards each, not ~4.7
+        self._products = ProductPolicy(self.map, x, owner=owner, linearize=linearize)
+
+    @property
+    def product_path(self) -> str:
+        """How the jvps run now: ``"eager"`` or ``"linearized"`` (a recorded graph split at ``x``)."""
+        return self._products.path
 
     @property
     def state_size(self) -> int:
@@ -118,7 +134,7 @@ class JacobianOperator:
     def matvec(self, v: torch.Tensor) -> torch.Tensor:
         """``J v``."""
         self._check(v, "v", block=False)
-        return jvp(self.map, self.x, v)
+        return self._products.matvec(v.to(self.x.dtype))
 
     def rmatvec(self, u: torch.Tensor) -> torch.Tensor:
         """``J^T u``."""
@@ -131,6 +147,8 @@ class JacobianOperator:
     def matmat(self, V: torch.Tensor, *, chunk_size: int | None = None) -> torch.Tensor:
         """``J V`` for a block ``V`` of shape ``[k, *batch, *state]``."""
         self._check(V, "V", block=True)
+        if V.shape[0] == 1 or self._products.path == "linearized" or self._products.mode is True:
+            return self._products.matmat(V.to(self.x.dtype))  # one vector: dual numbers beat vmap when eager
         return jacobian_matmat(self.map, self.x, V, chunk_size=chunk_size)
 
     def rmatmat(self, U: torch.Tensor, *, chunk_size: int | None = None) -> torch.Tensor:
@@ -188,6 +206,11 @@ def jvp(step, x: torch.Tensor, v: torch.Tensor, *, return_output: bool = False, 
         use_reverse_products(looped_map)
         output, tangent = reverse_jvp_block(looped_map.step, x, v, differentiable=composable)
     return (output, tangent) if return_output else tangent
+
+
+def jvp_function(step, x: torch.Tensor, v: torch.Tensor):
+    """``(F(x), J v)`` composably (``torch.func.jvp``): the function that `_linearized` records."""
+    return _func_jvp(step, (x,), (v,))
 
 
 def vjp(step, x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
@@ -294,9 +317,39 @@ def check_map_at(looped_map: LoopedMap, x: torch.Tensor, what: str, *, derivativ
     """
     out = looped_map.checked_step(x)
     check_independent_trajectories(looped_map, x, out, what)
-    if derivatives:
+    if derivatives and not _derivatives_checked(looped_map, x, reverse):
         check_state_dependence(looped_map, x, out, what, reverse=reverse)
+        _remember_derivatives_checked(looped_map, x, reverse)
     return out
+
+
+# Maps whose derivatives passed the checks (a jvp that moves, reverse = forward mode), per owner (held weakly) and
+# call: a graph cut or a no_grad block is in the step's code, not in one state, so a Krylov solver called at many
+# loops of one map (the spectral norm at three loops, then the eigenvalues) pays the jvp and vjp of the checks once.
+_DERIVATIVES_CHECKED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _derivative_check_key(looped_map, x, reverse: bool):
+    owner = looped_map.module if looped_map.module is not None else looped_map._function
+    call = (type(looped_map), looped_map._power, looped_map.batch_dims, tuple(x.shape), x.dtype, x.device)
+    return owner, call, reverse
+
+
+def _derivatives_checked(looped_map, x, reverse: bool) -> bool:
+    owner, call, reverse = _derivative_check_key(looped_map, x, reverse)
+    try:
+        passed = _DERIVATIVES_CHECKED.get(owner, ())
+    except TypeError:  # an owner that cannot be weakly referenced: check every time
+        return False
+    return (call, reverse) in passed or (reverse is False and (call, True) in passed)
+
+
+def _remember_derivatives_checked(looped_map, x, reverse: bool) -> None:
+    owner, call, reverse = _derivative_check_key(looped_map, x, reverse)
+    try:
+        _DERIVATIVES_CHECKED.setdefault(owner, set()).add((call, reverse))
+    except TypeError:
+        pass
 
 
 def check_state_dependence(looped_map: LoopedMap, x: torch.Tensor, out: torch.Tensor, what: str, *,
