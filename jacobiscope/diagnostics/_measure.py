@@ -21,6 +21,30 @@ from .._validation import floating_dtype, nonnegative_int, positive_int, seed_in
 __all__ = ["measure"]
 
 
+class _OneTrajectory(torch.nn.Module):
+    """``X [1, *state] -> F(X[0])[None]`` for a single-trajectory module map. A module, not a closure: the map keeps
+    its weights as parameters, so recorded product graphs take them as inputs and are shared by every call on a
+    module of this structure (a closure's graph would bake them in and serve one call)."""
+
+    def __init__(self, inner: torch.nn.Module, power: int):
+        super().__init__()
+        self.inner, self.power = inner, power
+        self.train(inner.training)
+
+    @classmethod
+    def of(cls, looped) -> "_OneTrajectory":
+        return cls(looped.module, looped._power)
+
+    def extra_repr(self) -> str:
+        return f"power={self.power}"
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        state = x[0]
+        for _ in range(self.power):
+            state = self.inner(state)
+        return state.unsqueeze(0)
+
+
 def _one_trajectory(looped, x0, dtype=None):
     """The map (a copy in ``dtype`` when given) with exactly one leading batch dimension of size 1, and its initial
     state ``[1, *state]``."""
@@ -43,9 +67,12 @@ def _one_trajectory(looped, x0, dtype=None):
                             "— reshape the batch into one dimension")
     # A single-trajectory map: give it a batch dimension of size 1, so every diagnostic sees one convention.
     drive = looped.drive_function
-    batched = LoopedMap(lambda x: looped.step(x[0]).unsqueeze(0), batch_dims=1,
+    batched = LoopedMap(_OneTrajectory.of(looped) if looped.module is not None else (
+                            lambda x: looped.step(x[0]).unsqueeze(0)), batch_dims=1,
                         drive=(lambda x: drive(x[0]).unsqueeze(0)) if drive is not None else None,
                         x0=x0.unsqueeze(0), name=looped.name)
+    if looped.module is not None:  # the map's own tensors (a detached or cast copy), under the wrapper's names
+        batched.params = {f"inner.{name}": tensor for name, tensor in looped.params.items()}
     batched.info, batched._extras = looped.info.copy(), dict(looped._extras)
     batched.info.unbatched_original = True  # readouts take the original map's own layout
     return batched, x0.unsqueeze(0)
