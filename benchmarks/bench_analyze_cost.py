@@ -197,9 +197,10 @@ def main() -> None:
                     flush=True)
     summary = _summary(runs)
     record = {"benchmark": "analyze_cost", "before": args.before, "rounds": args.rounds, "runs": runs,
-              "summary": {f"{case}/{name}": cells for (case, name), cells in summary.items()}, "machine": {"platform": platform.platform(), "cpu_count": os.cpu_count(),
-                                              "loadavg_start": load_start, "loadavg_end": os.getloadavg(),
-                                              "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS")}}
+              "summary": {f"{case}/{name}": cells for (case, name), cells in summary.items()},
+              "machine": {"platform": platform.platform(), "cpu_count": os.cpu_count(),
+                          "loadavg_start": load_start, "loadavg_end": os.getloadavg(),
+                          "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS")}}
     (HERE / "out").mkdir(exist_ok=True)
     (HERE / "out" / "analyze_cost.json").write_text(json.dumps(record, indent=2))
     print("| case | call | " + " | ".join(f"{v} first / steady" for v in variants) + " |")

@@ -196,3 +196,31 @@ def test_a_layernorm_models_lyapunov_loop_now_runs_traced_with_the_eager_exponen
     eager = jacobiscope.lyapunov_spectrum(looped, looped.x0, steps=12, k=3, compile=False)
     assert automatic.meta["tangent_path"] == "traced"
     assert torch.allclose(automatic.exponents, eager.exponents, atol=1e-10, rtol=0)
+
+
+def test_measure_of_a_single_trajectory_module_map_shares_its_recording_across_calls(monkeypatch):
+    """measure batches a one-trajectory map; a module map stays a module (weights as graph inputs), so the next
+    call, on a map of the same structure, reuses the recording (a closure's recording served one call) and gives
+    the eager numbers."""
+    def spectral(seed):
+        m = jacobiscope.systems.self_attention_map(5, 8, 2, seed=seed, dtype=torch.float64)
+        row = jacobiscope.measure(m, m.x0, loops=6, diagnostics=["spectral_norm"], spectral_samples=2)
+        return row.results["spectral_norm"].values
+
+    monkeypatch.setattr(_linearized, "trace_cost_seconds", lambda eager_seconds=0.0: 1e6)
+    eager = spectral(seed=4)
+    monkeypatch.setattr(_linearized, "trace_cost_seconds", lambda eager_seconds=0.0: 0.0)
+    spectral(seed=3)   # records
+    recorded = [graph for cache in _trace._SHARED.values() for key, graph in cache.items()
+                if isinstance(key, tuple) and key[0] == "linearized" and isinstance(graph, tuple)]
+    assert len(recorded) == 1
+    monkeypatch.setattr(_linearized, "trace_cost_seconds", lambda eager_seconds=0.0: 1e6)   # would never record
+    eager_products = []
+    original = _linearized.ProductPolicy._eager
+    monkeypatch.setattr(_linearized.ProductPolicy, "_eager",
+                        lambda self, v: eager_products.append(1) or original(self, v))
+    again = spectral(seed=4)
+    assert again == pytest.approx(eager, rel=1e-10)
+    assert len(eager_products) == 1   # the check of the new module's first product; the rest from the recording
+    assert len([1 for cache in _trace._SHARED.values() for key in cache
+                if isinstance(key, tuple) and key[0] == "linearized"]) == 1   # the same recording, reused

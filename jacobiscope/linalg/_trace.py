@@ -92,7 +92,8 @@ def _group_norm(x, num_groups, weight=None, bias=None, eps=1e-5):
     centered = grouped - grouped.mean(dim=-1, keepdim=True)
     out = (centered * torch.rsqrt((centered * centered).mean(dim=-1, keepdim=True) + eps)).reshape(x.shape)
     shape = (1, x.shape[1]) + (1,) * (x.dim() - 2)  # per channel (dim 1)
-    return _affine(out, None if weight is None else weight.reshape(shape), None if bias is None else bias.reshape(shape))
+    weight = None if weight is None else weight.reshape(shape)
+    return _affine(out, weight, None if bias is None else bias.reshape(shape))
 
 
 def _affine(out, weight, bias):
