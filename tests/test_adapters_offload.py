@@ -3,6 +3,7 @@ model's own loop) and `loop_lens` give the numbers of the same model in memory, 
 afterwards, and weights no hook can load are still refused with the fix."""
 import gc
 
+import pandas
 import pytest
 import torch
 import transformers
@@ -87,7 +88,10 @@ def test_a_models_own_loop_and_the_loop_lens_through_offloaded_weights(tmp_path)
     assert_same_numbers(numbers(report), numbers(in_memory))
     lens = jacobiscope.loop_lens(offloaded, {"input_ids": ids}, recurrence="cycle", loops=4, jacobian_every=2,
                                  spectral_radius=False)
-    assert lens.to_dataframe().equals(lens_in_memory.to_dataframe())
+    # Equal up to the spectral norm's Lanczos tolerance: its products may run eagerly or from a recording
+    # (`_linearized`) depending on what ran before in this process.
+    pandas.testing.assert_frame_equal(lens.to_dataframe(), lens_in_memory.to_dataframe(), check_exact=False,
+                                      rtol=1e-4)
     del lens
     gc.collect()
     assert all(p.is_meta for p in offloaded.model.H_module.parameters())   # offloaded again once the maps are gone

@@ -23,12 +23,13 @@ def _model(build):
 
 def same(a, b):
     """Bit-for-bit equality of two lenses' states, logits, readout statistics (NaN equal to NaN); the Jacobian's
-    spectral norm to rounding (its jvps run eagerly or from a graph an earlier call recorded: `_linearized`)."""
+    spectral norm to the lens's Lanczos tolerance (1e-3 on sigma^2): its jvps run eagerly or from a graph an earlier
+    call recorded (`_linearized`), whose rounding may stop Lanczos an iteration apart."""
     assert all(torch.equal(x, y) for x, y in zip(a.states, b.states))
     assert torch.equal(a.logits(a.loops), b.logits(b.loops))
     for name in ("entropy", "kl_final", "top_ids", "flip_loop", "expansion_rate", "step_size"):
         assert torch.equal(getattr(a, name).nan_to_num(-7.0), getattr(b, name).nan_to_num(-7.0)), name
-    assert torch.allclose(a.spectral_norm, b.spectral_norm, rtol=1e-9, atol=0, equal_nan=True)
+    assert torch.allclose(a.spectral_norm, b.spectral_norm, rtol=1e-4, atol=0, equal_nan=True)
 
 
 @pytest.mark.parametrize("build", [_hrm, _dory])

@@ -78,7 +78,7 @@ class ProductPolicy:
     def matvec(self, v: torch.Tensor) -> torch.Tensor:
         if self._graph is None and self.mode is not False and self._wants_graph():
             checked = self._adopt_graph(v)
-            if checked is not None:  # the eager product the graph was checked against
+            if checked is not None:  # the product the check computed
                 return checked
         if self._graph is not None:
             try:
@@ -134,7 +134,8 @@ class ProductPolicy:
         return last is not None and ledger.get(self._spent_key, 0.0) >= trace_cost_seconds(last)
 
     def _adopt_graph(self, v):
-        """Take the graph (recorded now, or shared); returns the eager product it was checked against, if any."""
+        """Take the graph (recorded now, or shared); returns ``J v`` when it had to be checked (by the graph, or by
+        eager forward AD when the graph failed the check), else None."""
         cache = self._cache
         graph = cache.get(self._key) if cache is not None else None
         if graph is None:
@@ -151,15 +152,16 @@ class ProductPolicy:
             return None
         reference = self._eager(v)
         try:  # the first product of this owner on this graph: against the eager jvp
-            ok = agrees([self._linear(v)], [reference], self.x.dtype)
+            product = self._linear(v)
+            ok = agrees([product], [reference], self.x.dtype)
         except Exception:  # noqa: BLE001
             ok = False
-        if ok:
-            checked.add(id(graph))
-            self.path = "linearized"
-        else:
+        if not ok:
             self._drop()
-        return reference
+            return reference
+        checked.add(id(graph))
+        self.path = "linearized"
+        return product  # from here on every product comes from the graph: one path, one rounding
 
     def _record(self):
         from ._graph_split import split_linear
