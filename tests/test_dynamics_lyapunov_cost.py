@@ -31,6 +31,15 @@ def fresh_graphs(monkeypatch):
     monkeypatch.setattr(_trace, "_SHARED", collections.OrderedDict())
 
 
+@pytest.fixture(autouse=True)
+def jvp_loop(monkeypatch):
+    """These maps (D = 48) are small enough for the dense loop of tiny states; the tests here are about the jvp
+    loop's paths (tests/test_dynamics_dense_tangent.py checks the dense loop against it)."""
+    from jacobiscope.dynamics import _dense_tangent
+
+    monkeypatch.setattr(_dense_tangent, "DENSE_MAX_STATE", 0)
+
+
 @pytest.fixture
 def trace_at_once(monkeypatch):
     """Make a trace look free, so that every automatic run switches to the traced graph after two loops."""

@@ -2,6 +2,7 @@
 crash leave a valid partial report; ``--resume`` / ``resume=True`` measures only the missing rows, and the completed
 report has the numbers of an uninterrupted run."""
 import json
+import math
 import os
 import signal
 import subprocess
@@ -38,6 +39,24 @@ def _numbers(report):
     uninterrupted one (NaN compares equal as text)."""
     return [json.dumps({key: value for key, value in row.to_dict().items() if key not in ("seconds", "timings")},
                        sort_keys=True) for row in report.rows]
+
+
+def _same_numbers(got, expected):
+    """The rows of `_numbers` equal in every key, text and count, and in every number to float32 rounding: a run's
+    products may take another path (eager, or a graph an earlier run in this process recorded) than the other
+    run's, which moves the last bits."""
+    def same(a, b):
+        if isinstance(a, float) and isinstance(b, float):
+            return (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=1e-5, abs_tol=1e-6)
+        if isinstance(a, dict) and isinstance(b, dict):
+            return a.keys() == b.keys() and all(same(a[key], b[key]) for key in a)
+        if isinstance(a, list) and isinstance(b, list):
+            return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+        return a == b
+
+    assert len(got) == len(expected)
+    for row_got, row_expected in zip(got, expected):
+        assert same(json.loads(row_got), json.loads(row_expected)), (row_got, row_expected)
 
 
 # 2 inputs x 3 blocks = 6 rows: the run is still going when the first row is on disk (the others take longer than
@@ -101,7 +120,7 @@ def test_sigint_keeps_the_finished_rows_and_resume_completes_them(tiny_folder, t
     reference_path = tmp_path / "reference.json"
     assert main(["analyze", str(tiny_folder), *CLI_ARGS, "--json", str(reference_path)]) == 0
     reference = jacobiscope.Report.from_json(reference_path)
-    assert _numbers(resumed) == _numbers(reference)
+    _same_numbers(_numbers(resumed), _numbers(reference))
     assert resumed.provenance["arguments"] == reference.provenance["arguments"]
 
 
@@ -149,7 +168,7 @@ def test_an_interrupted_python_call_resumes_to_the_same_numbers(tmp_path, tripwi
     assert tripwire.calls == 4 + 2  # the two missing rows only
     assert not is_partial(resumed) and jacobiscope.Report.from_json(path) == resumed
     reference = jacobiscope.analyze(model, ids, **settings)
-    assert _numbers(resumed) == _numbers(reference)
+    _same_numbers(_numbers(resumed), _numbers(reference))
 
 
 def test_a_crash_leaves_a_partial_report_that_says_why(tmp_path, tripwire):

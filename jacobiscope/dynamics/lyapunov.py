@@ -12,6 +12,7 @@ from ..linalg.operators import check_map_at
 from ..maps import as_looped_map, require_precision
 from .._validation import (floating_dtype, nonnegative_int, optional_positive_int, positive_int, positive_number,
                            seed_int, within_budget)
+from ._dense_tangent import dense_pays, dense_qr_rows
 from ._tangent_policy import LoopRunner
 from ._tangent_step import orthonormalize_frame
 
@@ -236,21 +237,22 @@ def _qr_method(looped_map, x, steps, k, transient, reorth_every, seed, tangents,
     size = looped_map.state_size(x)
     frame = _initial_frame(x, batch, size, k, seed, tangents, looped_map)  # [k, *batch, *state], orthonormal
     total = transient + steps
-    run_loop = LoopRunner(looped_map, owner, batch=batch, chunk_size=chunk_size, compile=compile, total_loops=total)
+    dense = dense_pays(looped_map, x, frame, size, compile)
+    if dense:  # a tiny state: the orbit, then every Jacobian of a stretch at once (`_dense_tangent`)
+        rows, path = dense_qr_rows(looped_map, x, frame, total, transient, reorth_every), None
+    else:
+        run_loop = LoopRunner(looped_map, owner, batch=batch, chunk_size=chunk_size, compile=compile,
+                              total_loops=total)
+        rows, path = _jvp_rows(run_loop, x, frame, total, transient, reorth_every), run_loop
     nonfinite_step = torch.full((batch,), -1, dtype=torch.long, device=x.device)
     alive = torch.ones(batch, dtype=torch.bool, device=x.device)
-    local_rows = []
-    record_steps = []
+    local_rows, record_steps = [], []
     last_qr = transient
     window: list[tuple[int, torch.Tensor, torch.Tensor]] = []  # (loop, log|diag R|, state finite) since last check
     with torch.no_grad():
-        for t in range(1, total + 1):
-            if t % reorth_every != 0 and t != total and t != transient:
-                x, frame = run_loop(x, frame, renormalize=False)
+        for t, x, frame, log_r, state_ok in rows:
+            if log_r is None:
                 continue
-            # A NaN/Inf trajectory does not break the batched QR (LAPACK propagates NaN), so finiteness is
-            # checked every few renormalizations: a host sync per loop would cost more than the loop itself.
-            x, frame, log_r, state_ok = run_loop(x, frame, renormalize=True)
             window.append((t, log_r, state_ok))
             if t > transient:
                 width = t - last_qr
@@ -271,9 +273,23 @@ def _qr_method(looped_map, x, steps, k, transient, reorth_every, seed, tangents,
             NonFiniteWarning,
             stacklevel=3,
         )
-    meta = {**meta, "tangent_path": run_loop.path}
-    end = _EndOfRun(x, frame.reshape(k, batch, size).permute(1, 2, 0), size)
+    meta = {**meta, "tangent_path": "dense" if dense else path.path}
+    Q = frame if dense else frame.reshape(k, batch, size).permute(1, 2, 0)
+    end = _EndOfRun(x, Q, size)
     return _assemble(looped_map, end, local_rows, record_steps, nonfinite_step, alive, batch_shape, k, meta, "qr")
+
+
+def _jvp_rows(run_loop, x, frame, total, transient, reorth_every):
+    """The jvp loop as rows ``(t, x_t, frame_t, log|diag R| or None, state finite or None)``."""
+    for t in range(1, total + 1):
+        if t % reorth_every != 0 and t != total and t != transient:
+            x, frame = run_loop(x, frame, renormalize=False)
+            yield t, x, frame, None, None
+            continue
+        # A NaN/Inf trajectory does not break the batched QR (LAPACK propagates NaN), so finiteness is checked
+        # every few renormalizations: a host sync per loop would cost more than the loop itself.
+        x, frame, log_r, state_ok = run_loop(x, frame, renormalize=True)
+        yield t, x, frame, log_r, state_ok
 
 
 class _EndOfRun:
