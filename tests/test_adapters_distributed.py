@@ -78,6 +78,10 @@ def test_ddp_measures_the_plain_models_numbers_and_sharded_fsdp_is_refused_with_
     for result in results:
         assert result["fsdp2_sharded"] == "DTensor"   # the weights really are sharded over the two ranks
         assert {row[0] for row in result["plain"]} == {0, 1, 2, 3} and len(result["plain"]) == 8   # gathered
-        assert result["ddp"] == result["plain"]
+        # The same numbers up to the product path (eager jvps, or a graph the plain run recorded in this process):
+        # the rows' keys exactly, the values to float32 rounding.
+        assert [row[:2] for row in result["ddp"]] == [row[:2] for row in result["plain"]]
+        assert [v for row in result["ddp"] for part in row[2:] for v in part] == pytest.approx(
+            [v for row in result["plain"] for part in row[2:] for v in part], rel=1e-5, abs=1e-6)
         for wrapped in ("fsdp", "fsdp2"):
             assert "over 2 processes (FSDP)" in result[wrapped] and "full_state_dict=True" in result[wrapped]
