@@ -34,21 +34,6 @@ import jacobiscope
 HERE = Path(__file__).resolve().parent
 
 
-def lorenz96_torch(n=40, forcing=8.0, dt=0.01):
-    def field(x):
-        return (torch.roll(x, -1, -1) - torch.roll(x, 2, -1)) * torch.roll(x, 1, -1) - x + forcing
-
-    def step(x):
-        k1 = field(x)
-        k2 = field(x + dt / 2 * k1)
-        k3 = field(x + dt / 2 * k2)
-        k4 = field(x + dt * k3)
-        return x + dt / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
-
-    x0 = forcing + 0.01 * torch.arange(n, dtype=torch.float64)
-    return jacobiscope.LoopedMap(step, x0=x0, name=f"lorenz96(N={n})")
-
-
 def lyapynov_system(name, x0):
     import lyapynov
 
@@ -73,7 +58,7 @@ def lyapynov_system(name, x0):
 
 
 def run(variant, name, steps, transient):
-    m = jacobiscope.systems.henon_map() if name == "henon" else lorenz96_torch()
+    m = jacobiscope.systems.henon_map() if name == "henon" else jacobiscope.systems.lorenz96_map(40)
     k = 2 if name == "henon" else 40
     start = time.perf_counter()
     if variant == "lyapynov":

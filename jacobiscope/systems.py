@@ -42,7 +42,7 @@ def _batch(batch, per_trajectory: int):
                             f"{MAX_ENTRIES} — pass a smaller batch")
     return batch
 
-__all__ = ["logistic_map", "henon_map", "linear_map", "self_attention_map", "LoopedSelfAttention"]
+__all__ = ["logistic_map", "henon_map", "lorenz96_map", "linear_map", "self_attention_map", "LoopedSelfAttention"]
 
 
 class _Logistic(nn.Module):
@@ -64,6 +64,28 @@ class _Henon(nn.Module):
         first = 1 - self.a * x[..., 0] ** 2 + x[..., 1]
         second = self.b * x[..., 0]
         return torch.stack([first, second], dim=-1)
+
+
+class _Lorenz96(nn.Module):
+    """One RK4 step of ``dx_i/dt = (x_{i+1} - x_{i-2}) x_{i-1} - x_i + F`` (indices mod N, last dimension)."""
+
+    def __init__(self, forcing: float, dt: float):
+        super().__init__()
+        self.register_buffer("forcing", torch.tensor(float(forcing), dtype=torch.float64))
+        self.dt = dt
+
+    def field(self, x):
+        return (torch.roll(x, -1, -1) - torch.roll(x, 2, -1)) * torch.roll(x, 1, -1) - x + self.forcing
+
+    def forward(self, x):
+        k1 = self.field(x)
+        k2 = self.field(x + self.dt / 2 * k1)
+        k3 = self.field(x + self.dt / 2 * k2)
+        k4 = self.field(x + self.dt * k3)
+        return x + self.dt / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
+
+    def extra_repr(self) -> str:
+        return f"dt={self.dt}"
 
 
 class _Linear(nn.Module):
@@ -117,6 +139,35 @@ def henon_map(a: float = 1.4, b: float = 0.3, *, batch: int | None = None, seed:
     generator = torch.Generator().manual_seed(seed)
     x0 = 0.1 + 0.05 * torch.randn(batch, 2, generator=generator, dtype=torch.float64)
     return LoopedMap(_Henon(a, b), batch_dims=1, x0=x0, name=name)
+
+
+def lorenz96_map(n: int = 40, forcing: float = 8.0, dt: float = 0.01, *, batch: int | None = None,
+                 seed: int = 0) -> LoopedMap:
+    """Lorenz-96 with ``n`` sites and forcing ``F``, one RK4 step of ``dt`` per loop, in float64.
+
+    Example::
+
+        >>> import jacobiscope
+        >>> m = jacobiscope.systems.lorenz96_map(5)
+        >>> [round(v, 4) for v in m(m.x0).tolist()]   # near the fixed point x_i = F, which the 0.01 ramp breaks
+        [7.9983, 8.0085, 8.0223, 8.0321, 8.0378]
+
+    At ``n = 40, F = 8`` the flow is chaotic (largest exponent ~1.7 per unit time, ~0.017 per loop of 0.01): a
+    standard test of Lyapunov-spectrum codes with a full spectrum of 40. ``x0`` is ``F`` plus a 0.01 ramp;
+    ``batch=n`` adds small random offsets per trajectory.
+    """
+    n = positive_int(n, "n")
+    if n < 4:
+        raise ArgumentError(f"n must be at least 4 (each site couples to i-2, i-1 and i+1), got {n} — pass n=40")
+    forcing, dt = _real(forcing, "forcing", 8.0), _real(dt, "dt", 0.01, positive=True)
+    batch, seed = _batch(batch, n), seed_int(seed)
+    x0 = forcing + 0.01 * torch.arange(n, dtype=torch.float64)
+    name = f"lorenz96(N={n}, F={forcing}, dt={dt})"
+    if batch is None:
+        return LoopedMap(_Lorenz96(forcing, dt), x0=x0, name=name)
+    generator = torch.Generator().manual_seed(seed)
+    x0 = x0 + 0.01 * torch.randn(batch, n, generator=generator, dtype=torch.float64)
+    return LoopedMap(_Lorenz96(forcing, dt), batch_dims=1, x0=x0, name=name)
 
 
 def linear_map(matrix: torch.Tensor, *, x0: torch.Tensor | None = None) -> LoopedMap:

@@ -13,20 +13,26 @@ import jacobiscope
 from jacobiscope.dynamics import _dense_tangent
 
 
-def lorenz96(n=12, forcing=8.0, dt=0.01):
-    """One RK4 step of Lorenz-96 as a map (x_{i+1} - x_{i-2}) x_{i-1} - x_i + F."""
-    def field(x):
-        return (torch.roll(x, -1, -1) - torch.roll(x, 2, -1)) * torch.roll(x, 1, -1) - x + forcing
+def lorenz96(n=12):
+    return jacobiscope.systems.lorenz96_map(n)
 
-    def step(x):
-        k1 = field(x)
-        k2 = field(x + dt / 2 * k1)
-        k3 = field(x + dt / 2 * k2)
-        k4 = field(x + dt * k3)
-        return x + dt / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
 
-    x0 = forcing + 0.01 * torch.arange(n, dtype=torch.float64)
-    return jacobiscope.LoopedMap(step, x0=x0, name=f"lorenz96(N={n})")
+def test_lorenz96_map_is_one_rk4_step_of_its_field():
+    """The system's own reference: an RK4 step written out from the field, and the Jacobian by dense autograd."""
+    m, forcing, dt = jacobiscope.systems.lorenz96_map(6, forcing=5.0, dt=0.02), 5.0, 0.02
+    x = m.x0 + torch.linspace(-1, 1, 6, dtype=torch.float64)
+
+    def field(z):
+        return np.array([(z[(i + 1) % 6] - z[(i - 2) % 6]) * z[(i - 1) % 6] - z[i] + forcing for i in range(6)])
+
+    z = x.numpy()
+    k1 = field(z)
+    k2 = field(z + dt / 2 * k1)
+    k3 = field(z + dt / 2 * k2)
+    k4 = field(z + dt * k3)
+    assert m(x).numpy() == pytest.approx(z + dt / 6 * (k1 + 2 * k2 + 2 * k3 + k4), abs=1e-13)
+    with pytest.raises(jacobiscope.errors.ArgumentError, match="n must be at least 4"):
+        jacobiscope.systems.lorenz96_map(3)
 
 
 def test_henon_exponents_equal_a_numpy_benettin_loop_with_the_analytic_jacobian():

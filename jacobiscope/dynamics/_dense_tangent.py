@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import torch
 
+from ._tangent_step import _orthonormalize  # the jvp loop's QR (diag R > 0): one convention
+
 __all__ = ["dense_pays", "dense_qr_rows", "DENSE_MAX_STATE"]
 
 DENSE_MAX_STATE = 64  # a D x D Jacobian per loop stays cheaper than k jvps up to here (Lorenz-96 N = 40 measured)
@@ -166,18 +168,3 @@ def _gram_schmidt(Y):
         Q[:, :, j] = column / norm[:, None]
         logs[:, j] = np.log(norm)
     return Q, logs
-
-
-def _orthonormalize(Y):
-    if Y.shape[-1] == 1:
-        norms = Y.norm(dim=1, keepdim=True)
-        return Y / norms, norms[:, 0, :].log()
-    Q, R = torch.linalg.qr(Y)
-    diagonal = R.diagonal(dim1=-2, dim2=-1)
-    signs = torch.where(diagonal < 0, -1.0, 1.0).to(Y.dtype)
-    return Q * signs.unsqueeze(1), diagonal.abs().log()
-
-
-def frame_of(Q, x) -> torch.Tensor:
-    """``Q [batch, D, k]`` back to a frame ``[k, *batch, *state]``."""
-    return Q.permute(2, 0, 1).reshape(Q.shape[-1], *x.shape)
