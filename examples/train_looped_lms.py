@@ -29,9 +29,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "examples"))  # _resume_store, beside this script, also when loaded by path
+import _resume_store  # noqa: E402
+
 RECIPES = ROOT / "examples" / "recipes"
 STORE = RECIPES / "resume"
-KEEP = ("recipe.json", "checkpoint_format.json", "validation_history.json", "best")
 
 
 def recipe_paths() -> dict[str, Path]:
@@ -70,64 +72,18 @@ def run_parallel(names: list[str], out: Path, parallel: int) -> None:
                 del running[name]
 
 
-def _newest(run: Path) -> Path | None:
-    import warnings
-
-    from jacobiscope.recipes._sudoku_callbacks import _latest_checkpoint
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # a save still being written is expected while the run trains
-        newest = _latest_checkpoint(run, needs_average=any(run.glob("checkpoint-*/ema.safetensors")))
-    return Path(newest) if newest else None
-
-
-def _step(run: Path) -> int:
-    newest = _newest(run) if run.is_dir() else None
-    return int(newest.name.split("-")[-1]) if newest else -1
-
-
 def keep(names: list[str], out: Path) -> None:
     """Copy each run's resume state to examples/recipes/resume/<name>/ (replacing the previous copy)."""
-    import shutil
-
     for name in names:
-        run, newest = out / name, _newest(out / name) if (out / name).is_dir() else None
-        if newest is None:
-            print(f"{name}: no complete checkpoint yet, nothing kept")
-            continue
-        target, partial = STORE / name, STORE / f".{name}.partial"
-        shutil.rmtree(partial, ignore_errors=True)
-        partial.mkdir(parents=True)
-        shutil.copytree(newest, partial / newest.name)
-        for item in KEEP:
-            source = run / item
-            if source.is_dir():
-                shutil.copytree(source, partial / item)
-            elif source.is_file():
-                shutil.copy2(source, partial / item)
-        shutil.rmtree(target, ignore_errors=True)
-        partial.rename(target)
-        print(f"{name}: kept {newest.name} in {target}")
+        step = _resume_store.keep(out / name, STORE / name)
+        print(f"{name}: " + (f"kept step {step} in {STORE / name}" if step >= 0 else "nothing newer to keep"))
 
 
 def restore(names: list[str], out: Path) -> None:
     """Copy kept resume states back into run folders that hold no newer checkpoint."""
-    import shutil
-
     for name in names:
-        kept, run = STORE / name, out / name
-        if not kept.is_dir():
-            continue
-        if _step(run) >= _step(kept):
-            print(f"{name}: {run} is as new as the kept state or newer, left as it is")
-            continue
-        run.mkdir(parents=True, exist_ok=True)
-        for item in kept.iterdir():
-            destination = run / item.name
-            if destination.is_dir():
-                shutil.rmtree(destination)
-            (shutil.copytree if item.is_dir() else shutil.copy2)(item, destination)
-        print(f"{name}: restored step {_step(run)} into {run}")
+        step = _resume_store.restore(STORE / name, out / name)
+        print(f"{name}: " + (f"restored step {step} into {out / name}" if step >= 0 else "nothing newer to restore"))
 
 
 def main(argv=None) -> None:

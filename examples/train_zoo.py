@@ -19,10 +19,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "examples"))  # _resume_store, beside this script, also when loaded by path
+import _resume_store  # noqa: E402
+
+#: Where `--keep` puts each unfinished run's resume state to commit, and `--restore` takes it back from.
+STORE = ROOT / "examples" / "recipes" / "resume" / "zoo"
 ZOO = json.loads((ROOT / "examples" / "recipes" / "zoo.json").read_text())
 
 
@@ -191,6 +197,25 @@ def redescribe(ship_dir: Path) -> list[str]:
     return changed
 
 
+def keep_or_restore(names: list[str], runs: Path, ship_dir: Path, store: Path, keeping: bool) -> None:
+    """``--keep``: copy the resume state of each run not yet shipped to ``store/<name>``; ``--restore``: put it back
+    into ``runs/<name>`` where the run holds nothing newer. A shipped variant's state is dropped from the store."""
+    import shutil
+
+    for name in names:
+        if (ship_dir / name / "results.json").exists():
+            shutil.rmtree(store / name, ignore_errors=True)  # shipped: its card and weights are what is kept
+            continue
+        if keeping:
+            step = _resume_store.keep(runs / name, store / name)
+            if step >= 0:
+                print(f"[zoo] {name}: kept step {step}", flush=True)
+        else:
+            step = _resume_store.restore(store / name, runs / name)
+            if step >= 0:
+                print(f"[zoo] {name}: restored step {step}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="+", choices=sorted(ZOO["variants"]), help="these variants (default: all)")
@@ -201,6 +226,10 @@ def main() -> None:
     parser.add_argument("--update-readme", action="store_true", help="write that table into README.md in place")
     parser.add_argument("--redescribe", action="store_true", help="rewrite the shipped cards' description lines")
     parser.add_argument("--tiny", action="store_true", help="a 32-channel, 4-step stand-in of each run (tests)")
+    parser.add_argument("--keep", action="store_true",
+                        help="copy each unfinished run's resume state to examples/recipes/resume/zoo (to commit)")
+    parser.add_argument("--restore", action="store_true", help="put kept resume states back into --runs")
+    parser.add_argument("--store", default=str(STORE), help="where --keep / --restore keep states")
     options = parser.parse_args()
     ship_dir = Path(options.ship_dir)
     if options.table:
@@ -220,6 +249,9 @@ def main() -> None:
         measure = {"loops": (2, 3, 16, 32, 33, 128), "ood_limit": 10, "id_limit": 10, "fresh_limit": 5,
                    "dynamics_puzzles": 2, "vote_limit": 2}
     names = options.only or list(ZOO["variants"])
+    if options.keep or options.restore:
+        keep_or_restore(names, Path(options.runs), ship_dir, Path(options.store), options.keep)
+        return
     train(names, options.budget, Path(options.runs), ship_dir, overrides, measure)
 
 

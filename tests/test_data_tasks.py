@@ -7,7 +7,7 @@ import torch
 
 from jacobiscope.data import tasks
 from jacobiscope.data.tasks import (
-    AdditionTask, ReachabilityTask, TaskExample, encode, exact_match, get_task, list_tasks, task_tokenizer
+    AdditionTask, ChainTask, ReachabilityTask, TaskExample, encode, exact_match, get_task, list_tasks, task_tokenizer
 )
 from jacobiscope.errors import ArgumentError
 
@@ -41,8 +41,21 @@ def _hops_reference(prompt):
     return None
 
 
+def _chain_reference(prompt):
+    # Bottom-up from the chain ends (the variables defined by a digit, one look-up), a round at a time: every
+    # variable is resolved in the round of its look-up count; a different algorithm from the task's walk down from
+    # the query.
+    body, query = prompt[:-1].split("|")
+    definitions = {pair[0]: pair[1] for pair in body.split(",")}
+    resolved = {name: (value, 1) for name, value in definitions.items() if value.isdigit()}
+    while query not in resolved:
+        resolved.update({name: (resolved[value][0], resolved[value][1] + 1)
+                         for name, value in definitions.items() if name not in resolved and value in resolved})
+    return resolved[query]
+
+
 def test_list_and_get():
-    assert TASKS == ["addition", "addition5", "reachability"]
+    assert TASKS == ["addition", "addition5", "chains", "reachability"]
     for name in TASKS:
         task = get_task(name)
         assert task.name == name
@@ -79,6 +92,24 @@ def test_reachability_against_breadth_first_search():
     for ex in task.generate(300, levels=task.supported_levels, seed=2):
         assert int(ex.answer) == _hops_reference(ex.prompt)
     assert task.solve("ab,ba,cc,dd,ee,ff,gg,hh|a>c:") == "-"
+
+
+def test_chains_against_substitution():
+    task = get_task("chains")
+    assert (task.train_levels, task.harder_levels) == ((1, 4), (5, 12))
+    for ex in task.generate(300, levels=task.supported_levels, seed=5):
+        assert (ex.answer, ex.level) == _chain_reference(ex.prompt)
+        body = ex.prompt.split("|")[0].split(",")
+        assert sorted(pair[0] for pair in body) == list("abcdefghijklmnop")   # each variable defined once
+    # The digits present do not give the answer away, at any level: always 4 chains, 4 different digits.
+    for ex in task.generate(200, levels=task.supported_levels, seed=6):
+        ends = [c for c in ex.prompt if c.isdigit()]
+        assert len(ends) == len(set(ends)) == 4 and ex.answer in ends
+    assert task.solve("ab,b7,c3,dc,e1,fe,g0,hg,i2,j5,kj,l9,m4,n8,o6,pn|a:") == "7"
+    assert task.level_of("ab,bc,cd,de,ef,fg,gh,hi,ij,jk,kl,lm,mn,no,op,p1|a:") == 16
+    small = ChainTask(variables=3, train_max=1, chains=2)
+    assert (small.train_levels, small.harder_levels) == ((1, 1), (2, 2))
+    assert all(small.level_of(ex.prompt) == 2 for ex in small.generate(10, levels=2))
 
 
 @pytest.mark.parametrize("name", TASKS)
@@ -161,6 +192,13 @@ def test_tokenizer_round_trip_offline(tmp_path):
     (lambda: get_task("addition").solve("12+34="), ["not a addition prompt", "8-digit"]),
     (lambda: get_task("reachability").level_of("ab|a>b:"), ["not a reachability prompt", "one outgoing edge"]),
     (lambda: AdditionTask(digits=1), ["digits must be an int in [2, 30]"]),
+    (lambda: ChainTask(variables=27), ["variables must be an int in [2, 26]"]),
+    (lambda: ChainTask(variables=8, train_max=5), ["train_max must be an int in [1, 4]"]),
+    (lambda: ChainTask(variables=8, train_max=4, harder_max=4), ["harder_max must be an int in [5, 5]"]),
+    (lambda: ChainTask(variables=8, chains=1), ["chains must be an int in [2, 7]"]),
+    (lambda: get_task("chains").solve("ab,ba,c1|a:"), ["not a chains prompt", "defined once"]),
+    (lambda: get_task("chains").solve("ab,ba,c1,d1,e1,f1,g1,h1,i1,j1,k1,l1,m1,n1,o1,p1|a:"),
+     ["not a chains prompt", "no cycle"]),
     (lambda: ReachabilityTask(nodes=11), ["nodes must be an int in [3, 10]"]),
     (lambda: encode([], task_tokenizer()), ["at least one example"]),
     (lambda: encode([TaskExample("1+2=", "3", 0)], task_tokenizer(), max_length=3), ["max_length=3", ">= 7"]),

@@ -6,6 +6,7 @@ import json
 import pytest
 import torch
 import transformers
+from conftest import load_script
 
 from jacobiscope.data.tasks import encode, get_task, task_tokenizer
 from jacobiscope.errors import RecipeError
@@ -130,12 +131,22 @@ def test_interrupted_and_resumed_run_continues_bit_exactly(tmp_path):
     torch.set_num_threads(1)
     whole = train_looped_lm(_run_recipe(4), tmp_path / "whole")
     train_looped_lm(_run_recipe(2), tmp_path / "split")
+    # The resume state kept in the repository (examples/_resume_store.py) and put back on another machine's empty
+    # run folder continues exactly as the folder it was kept from.
+    store = load_script("examples/_resume_store.py")
+    assert store.keep(tmp_path / "split", tmp_path / "kept") == 2
+    assert store.keep(tmp_path / "split", tmp_path / "kept") == -1   # nothing newer: the kept copy stays
+    assert store.restore(tmp_path / "kept", tmp_path / "moved") == 2
+    assert store.restore(tmp_path / "kept", tmp_path / "moved") == -1   # the run is as new: left as it is
+    assert not (tmp_path / "moved" / "final").exists()   # what resuming needs, not the finished folders
     resumed = train_looped_lm(_run_recipe(4), tmp_path / "split")
+    moved = train_looped_lm(_run_recipe(4), tmp_path / "moved")
     assert resumed["resumed_from"].endswith("checkpoint-2") and resumed["steps"] == whole["steps"] == 4
+    assert moved["resumed_from"].endswith("checkpoint-2") and moved["steps"] == 4
     assert resumed["recipe_changes"] == [{"field": "max_steps", "old": 2, "new": 4}]
     for name in ("final", "final_ema"):
-        a, b = _weights(tmp_path / "whole" / name), _weights(tmp_path / "split" / name)
-        assert all(torch.equal(a[k], b[k]) for k in a), name
+        a, b, c = (_weights(tmp_path / run / name) for run in ("whole", "split", "moved"))
+        assert all(torch.equal(a[k], b[k]) and torch.equal(a[k], c[k]) for k in a), name
     raw, ema = _weights(tmp_path / "whole" / "final"), _weights(tmp_path / "whole" / "final_ema")
     assert max(float((raw[k] - ema[k]).abs().max()) for k in raw) > 1e-5   # the average is not the raw weights
     history = json.loads((tmp_path / "split" / "validation_history.json").read_text())

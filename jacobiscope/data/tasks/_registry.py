@@ -4,7 +4,7 @@ Example::
 
     >>> from jacobiscope.data.tasks import get_task, list_tasks
     >>> list_tasks()
-    ['addition', 'addition5', 'reachability']
+    ['addition', 'addition5', 'chains', 'reachability']
     >>> get_task("addition").train_levels
     (0, 4)
 """
@@ -15,6 +15,7 @@ import difflib
 from ...errors import ArgumentError
 from ._addition import AdditionTask
 from ._base import Task
+from ._chains import ChainTask
 from ._reachability import ReachabilityTask
 
 __all__ = ["get_task", "list_tasks"]
@@ -25,6 +26,9 @@ _FACTORIES = {
     # training, 3-5 held out.
     "addition5": lambda: AdditionTask(digits=5, train_max=2, name="addition5"),
     "reachability": ReachabilityTask,
+    # Variable chains (16 variables): 1-4 look-ups in training, 5-12 held out; at most one look-up per loop in a
+    # one-layer loop, so the held-out levels need more loops than the trained depth.
+    "chains": lambda: ChainTask(variables=16, train_max=4, harder_max=12),
 }
 
 
@@ -42,7 +46,7 @@ def get_task(name: str) -> Task:
         >>> get_task("additon")
         Traceback (most recent call last):
         ...
-        jacobiscope.errors.ArgumentError: unknown task 'additon' — pass one of ['addition', 'addition5', 'reachability'] (did you mean 'addition'?)
+        jacobiscope.errors.ArgumentError: unknown task 'additon' — pass one of ['addition', 'addition5', 'chains', 'reachability'] (did you mean 'addition'?)
     """
     if isinstance(name, Task):
         return name
