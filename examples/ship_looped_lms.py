@@ -33,6 +33,10 @@ TASKS = {
                  "same fixed-width text",
     "addition": "8-digit addition, the level the longest carry chain",
     "reachability": "the number of hops from s to t in a small graph given as an edge list",
+    "chains": "variable chains: 16 variables `a`-`p`, each defined once by another variable or a digit (`xy`: x "
+              "takes y's value), in 4 chains ending in 4 different digits, then the query `|q:`; the answer is the "
+              "digit q's chain ends in and the level the number of look-ups (1-4 in training, 5-12 harder), so a "
+              "loop that does one look-up at a time needs more loops for a harder instance",
 }
 
 #: run folder name -> shipped short name (runs absent on this machine are skipped)
@@ -44,6 +48,7 @@ RUNS = {
     "looped-lm-dory-addition-h256": "dory-addition-2m",
     "looped-lm-hrm-text-addition-h256": "hrm-text-addition-3m",
     "looped-lm-inkling2-loop-addition-h160": "inkling2-loop-addition-2m",
+    "looped-lm-dory-chains": "dory-chains",
 }
 #: The issue's bar: a checkpoint below it at its trained depth on in-range instances is not shipped.
 MIN_EXACT_MATCH = 0.90

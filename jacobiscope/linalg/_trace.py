@@ -34,13 +34,15 @@ from torch.overrides import TorchFunctionMode
 
 __all__ = ["trace_graph", "traceable_norms", "shared_cache", "trace_cost_seconds", "agrees"]
 
-# Measured on a 2-core Xeon: 0.5-0.6 s a trace of the 81 x 128 attention map's loop, 0.4-0.5 s of a MiniLM layer's
-# jvp (whose eager loop takes 30-60 ms: the cost follows the number of operations, not the arithmetic, so the multiple
-# of an eager loop is capped), 0.8 s more for the first trace in a process.
-_TRACE_SECONDS = 0.6
-_MAX_TRACE_SECONDS = 1.5
-_TRACE_PER_EAGER_LOOP = 100  # a trace costs ~60-80 eager loops of a dispatch-bound map (fewer of a heavy one)
-_FIRST_TRACE_EXTRA_SECONDS = 0.8
+# Measured on a 2-core Xeon (one thread, 2026-12-03, torch warmed up): a recording costs 0.14-0.37 s, whatever the
+# arithmetic: the 81 x 128 attention map's loop 0.15-0.18 s (76 of its eager k = 1 loops, 11 of its k = 16 loops),
+# HRM-Text's 0.34-0.39 s (100-140 eager jvps), Dory's 0.35-0.64 s, a MiniLM layer's jvp 0.4-0.5 s (its eager loop
+# takes 30-60 ms: the cost follows the number of operations, so the multiple of an eager loop is capped). The first
+# recording in a process costs up to 0.1 s more after torch's own warm-up; more before it.
+_TRACE_SECONDS = 0.2
+_MAX_TRACE_SECONDS = 0.8
+_TRACE_PER_EAGER_LOOP = 40  # ~80-120 eager k = 1 loops of a dispatch-bound map; fewer of a heavy one or a large k
+_FIRST_TRACE_EXTRA_SECONDS = 0.15
 _traced_once = False
 
 
