@@ -38,8 +38,9 @@ class DepthDynamics:
         layers: per layer ``{"layer", "spectral_norm", "log_stretch": [k]}`` (``log |R_ii|`` of that layer's QR
             step: how much the layer stretched the i-th tangent direction, in nats).
         exponents: the finite-time exponents of the stack, nats per layer (sum of ``log_stretch`` / layers).
-        token_gain: ``||J_L ... J_1 v_i||`` for a random unit direction ``v_i`` on token ``i`` (the first
-            ``token_limit`` tokens).
+        token_gain: the root-mean-square gain through the stack of a unit direction on token ``i``,
+            ``sqrt(E ||J_L ... J_1 v||^2)`` over unit ``v`` on that token = ``||J[:, i]||_F / sqrt(d)`` (the first
+            ``token_limit`` tokens), estimated from ``token_samples`` reverse chains.
     """
 
     label: str
@@ -96,7 +97,7 @@ class DepthResults(list):
         return _frame(records, ["input_index", "label"])
 
     def token_gain_dataframe(self):
-        """One row per (input, token): ``input_index``, ``label``, ``token``, ``gain`` (``||J_L ... J_1 v||``)."""
+        """One row per (input, token): ``input_index``, ``label``, ``token``, ``gain`` (RMS ``||J_L ... J_1 v||``)."""
         records = [{"input_index": index, "label": depth.label, "token": token, "gain": gain}
                    for index, depth in enumerate(self) for token, gain in enumerate(depth.token_gain)]
         return _frame(records, ["input_index", "label", "token", "gain"])
@@ -116,7 +117,7 @@ def _frame(records: list, columns: list):
 
 
 def depth_dynamics(model, inputs, *, k: int = 4, tokenizer=None, max_length: int | None = 512, seed: int = 0,
-                   dtype: torch.dtype | None = None, token_limit: int = 64) -> DepthResults:
+                   dtype: torch.dtype | None = None, token_limit: int = 64, token_samples: int = 8) -> DepthResults:
     """Measure the forward pass of ``model`` across its layers on each input; one `DepthDynamics` per input, in a
     `DepthResults` list (``.to_dataframe()``: one row per input and layer).
 
@@ -125,7 +126,10 @@ def depth_dynamics(model, inputs, *, k: int = 4, tokenizer=None, max_length: int
         k: tangent vectors for the finite-time Lyapunov spectrum (at most the state size).
         seed: of the random tangent frame and token directions.
         dtype: compute dtype (float64 for reference numbers).
-        token_limit: per-token gains for at most this many tokens (one chain of jvps each).
+        token_limit: per-token gains for at most this many tokens (the first ones; 0: none).
+        token_samples: random probes behind the token gains: each is one chain of vjps through the stack and
+            scores every token at once (relative error of a gain about ``1 / sqrt(2 * token_samples * r)``, r the
+            effective rank of the token's Jacobian block; more samples, less noise).
     """
     from .adapters._source import map_source
 
@@ -135,6 +139,7 @@ def depth_dynamics(model, inputs, *, k: int = 4, tokenizer=None, max_length: int
     seed = seed_int(seed)
     floating_dtype(dtype, "dtype")
     token_limit = nonnegative_int(token_limit, "token_limit")
+    token_samples = within_budget(token_samples, "token_samples", "spectral_samples", unit="probes")
     if max_length is not None:
         max_length = positive_int(max_length, "max_length")
     if tokenizer is not None and not callable(tokenizer):
@@ -144,15 +149,13 @@ def depth_dynamics(model, inputs, *, k: int = 4, tokenizer=None, max_length: int
     # Every block in block mode: a model without blocks is named before any input is prepared.
     with map_source(model, inputs, tokenizer=tokenizer, mode="block", dtype=dtype, max_length=max_length) as source:
         for item in source:
-            depth = _measure_depth(item.maps, str(item.label), k, seed, token_limit)
+            depth = _measure_depth(item.maps, str(item.label), k, seed, token_limit, token_samples)
             depth.flags[:0] = list(item.flags)
             results.append(depth)
     return results
 
 
-def _measure_depth(maps, label: str, k: int, seed: int, token_limit: int) -> DepthDynamics:
-    from .linalg.svd import spectral_norm
-
+def _measure_depth(maps, label: str, k: int, seed: int, token_limit: int, token_samples: int) -> DepthDynamics:
     x = maps[0].x0
     flags = []
     count = clamped_count(k, x[0].numel(), "k", f"the state has D={x[0].numel()} entries", notes=flags, stacklevel=4)
@@ -172,20 +175,19 @@ def _measure_depth(maps, label: str, k: int, seed: int, token_limit: int) -> Dep
             layers.append({"layer": layer, "spectral_norm": math.nan, "log_stretch": [math.nan] * count})
             total += math.nan
             continue
+        operator = _operator(looped, state)
         with torch.no_grad():  # jvps need no graph for the weights
-            pushed = _operator(looped, state).matmat(frame).reshape(count, -1)
+            pushed = operator.matmat(frame).reshape(count, -1)
         q, r = torch.linalg.qr(pushed.T.to(torch.float64))
         stretch = r.diagonal().abs().clamp_min(1e-300).log()
         total += stretch
         frame = (q * torch.sign(r.diagonal())).T.to(x.dtype).reshape(count, *state.shape)
         if not bool(torch.isfinite(frame).all()):
             frame = torch.nan_to_num(frame, nan=0.0, posinf=0.0, neginf=0.0)  # the NaN is in total, flagged
-        with warnings.catch_warnings():  # a NaN Jacobian is flagged below, with its layer
-            warnings.simplefilter("ignore", NonFiniteWarning)
-            sigma = float(spectral_norm(looped, state, tol=1e-3, seed=seed).value.reshape(-1)[0])
+        sigma = _layer_spectral_norm(looped, state, operator, seed)
         layers.append({"layer": layer, "spectral_norm": sigma, "log_stretch": stretch.tolist()})
     finite_chain = all(bool(torch.isfinite(looped.x0).all()) for looped in maps)
-    gains = _token_gains(maps, generator, token_limit) if token_limit and finite_chain else (
+    gains = _token_gains(maps, generator, token_limit, token_samples) if token_limit and finite_chain else (
         [math.nan] * min(x.shape[1], token_limit) if token_limit and x.dim() >= 3 else [])
     exponents = (total / len(maps)).tolist()
     flags += _nonfinite_flags(layers, exponents, gains)
@@ -217,24 +219,36 @@ def _nonfinite_flags(layers: list, exponents: list, gains: list) -> list[str]:
 
 def _operator(looped, state):
     """J of one layer at its state, its products from a recorded graph split at the state: a layer takes k + ~12 +
-    token_limit products there (the frame, the spectral norm, the token gains), ~1.2 forwards each instead of ~5."""
+    token_samples products there (the frame, the spectral norm, the token gains), ~1.2 forwards each instead of ~5."""
     from .linalg.operators import JacobianOperator
 
     return JacobianOperator(looped.detached(), state, linearize=True, owner=looped.module)
 
 
-def _token_gains(maps, generator, token_limit: int) -> list[float]:
+def _layer_spectral_norm(looped, state, operator, seed: int) -> float:
+    """``||J_l||_2`` to 1e-3 by Lanczos on the layer's operator (shared with the frame's products: one recording,
+    one vjp linearization per layer); a NaN Jacobian gives NaN, flagged by the caller with its layer."""
+    from .linalg.svd import _spectral_norm
+
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore", NonFiniteWarning)
+        result = _spectral_norm(operator.map, state, "lanczos", 1e-3, 200, seed, None, operator=operator)
+    return float(result.value.reshape(-1)[0])
+
+
+def _token_gains(maps, generator, token_limit: int, samples: int) -> list[float]:
+    """The root-mean-square gain of a unit direction on each token through the stack, ``||J[:, token]||_F /
+    sqrt(d)`` (``J = J_L ... J_1``, d the hidden size), from ``samples`` reverse chains: for Gaussian ``u``,
+    ``E ||(J^T u)[token]||^2 = ||J[:, token]||_F^2``, so one chain of vjps scores every token at once — a forward
+    chain per token would cost ``token_limit`` times more."""
     x = maps[0].x0
     if x.dim() < 3:
         return []
     tokens = min(x.shape[1], token_limit)
-    directions = torch.zeros(tokens, *x.shape, dtype=torch.float64)
-    for token in range(tokens):
-        direction = torch.randn(x.shape[-1], generator=generator, dtype=torch.float64)
-        directions[token, :, token] = direction / direction.norm()
-    directions = directions.to(x.dtype)
-    for looped in maps:
+    probes = torch.randn(samples, *maps[-1].x0.shape, generator=generator, dtype=torch.float64).to(x.dtype)
+    for looped in reversed(maps):
         with torch.no_grad():
-            directions = _operator(looped, looped.x0).matmat(directions)
-    return [float(v) if math.isfinite(float(v)) else math.nan
-            for v in directions.reshape(tokens, -1).norm(dim=1)]
+            probes = _operator(looped, looped.x0).rmatmat(probes)
+    per_token = probes.to(torch.float64).pow(2).sum(dim=-1).mean(dim=0)   # [batch, tokens]: E ||(J^T u)_token||^2
+    gains = (per_token.reshape(-1, x.shape[1])[0, :tokens] / x.shape[-1]).sqrt()
+    return [float(v) if math.isfinite(float(v)) else math.nan for v in gains]

@@ -55,7 +55,7 @@ def _chain_reference(prompt):
 
 
 def test_list_and_get():
-    assert TASKS == ["addition", "addition5", "chains", "reachability"]
+    assert TASKS == ["addition", "addition5", "chains", "chains10", "reachability"]
     for name in TASKS:
         task = get_task(name)
         assert task.name == name

@@ -46,16 +46,20 @@ def test_depth_dynamics_matches_the_dense_chain():
     _, r = torch.linalg.qr(chain @ frame)
     expected = (r.diagonal().abs().log() / 3).tolist()
     assert depth.exponents == pytest.approx(expected, abs=1e-8)
-    tokens = shape[1]
-    gains = []
-    for token in range(tokens):
-        direction = torch.zeros(shape, dtype=torch.float64)
-        v = torch.randn(shape[-1], generator=generator, dtype=torch.float64)
-        direction[0, token] = v / v.norm()
-        gains.append(float((chain @ direction.reshape(-1)).norm()))
-    assert depth.token_gain == pytest.approx(gains, rel=1e-8)
+    # Token gains: the reverse chain J^T u of each probe, as the function draws them (after the frame), against the
+    # dense chain; the gain is the probes' mean ||(J^T u)[token]||^2 / d, square-rooted.
+    probes = torch.randn(8, *shape, generator=generator, dtype=torch.float64).reshape(8, -1)
+    pulled = (probes @ chain).reshape(8, shape[1], shape[2])
+    estimate = (pulled.pow(2).sum(dim=-1).mean(dim=0) / shape[2]).sqrt()
+    assert depth.token_gain == pytest.approx(estimate.tolist(), rel=1e-8)
+    # ... which estimates the exact root-mean-square gain of a unit direction on the token, ||J[:, token]||_F / sqrt(d)
+    exact = [float(chain.reshape(-1, shape[1], shape[2])[:, token].norm() / shape[2] ** 0.5) for token in range(5)]
+    (many,) = jacobiscope.depth_dynamics(model, input_ids, k=3, seed=1, token_samples=1000)
+    assert many.token_gain == pytest.approx(exact, rel=0.08)
+    assert depth.token_gain != pytest.approx(exact, rel=1e-3)   # 8 probes: an estimate, not the exact value
     # Causal attention: a nudge to the last token reaches only itself, to the first one every token.
     assert len(depth.token_gain) == 5 and all(g > 0 for g in depth.token_gain)
+    assert exact[0] > exact[-1]
 
 
 # ------------------------------------------------------------------ tabular results (depth_dynamics and describe)

@@ -117,8 +117,10 @@ def _check_v0(v0, x, looped_map) -> torch.Tensor:
     return v0
 
 
-def _spectral_norm(looped_map, x, method, tol, max_iter, seed, v0) -> SpectralNormResult:
-    operator = JacobianOperator(looped_map, x)
+def _spectral_norm(looped_map, x, method, tol, max_iter, seed, v0, operator=None) -> SpectralNormResult:
+    """``operator``: the `JacobianOperator` of ``looped_map`` at ``x`` when the caller has one (its recordings and
+    its vjp's linearization are then reused)."""
+    operator = JacobianOperator(looped_map, x) if operator is None else operator
     batch_shape = looped_map.batch_shape(x)
     batch = int(torch.Size(batch_shape).numel())
     size = looped_map.state_size(x)

@@ -4,7 +4,7 @@ Example::
 
     >>> from jacobiscope.data.tasks import get_task, list_tasks
     >>> list_tasks()
-    ['addition', 'addition5', 'chains', 'reachability']
+    ['addition', 'addition5', 'chains', 'chains10', 'reachability']
     >>> get_task("addition").train_levels
     (0, 4)
 """
@@ -29,6 +29,8 @@ _FACTORIES = {
     # Variable chains (16 variables): 1-4 look-ups in training, 5-12 held out; at most one look-up per loop in a
     # one-layer loop, so the held-out levels need more loops than the trained depth.
     "chains": lambda: ChainTask(variables=16, train_max=4, harder_max=12),
+    # A smaller size (CPU budget): 10 variables in 3 chains, 1-3 look-ups in training, 4-8 held out.
+    "chains10": lambda: ChainTask(variables=10, train_max=3, harder_max=8, chains=3, name="chains10"),
 }
 
 
@@ -46,7 +48,7 @@ def get_task(name: str) -> Task:
         >>> get_task("additon")
         Traceback (most recent call last):
         ...
-        jacobiscope.errors.ArgumentError: unknown task 'additon' — pass one of ['addition', 'addition5', 'chains', 'reachability'] (did you mean 'addition'?)
+        jacobiscope.errors.ArgumentError: unknown task 'additon' — pass one of ['addition', 'addition5', 'chains', 'chains10', 'reachability'] (did you mean 'addition'?)
     """
     if isinstance(name, Task):
         return name
