@@ -66,6 +66,23 @@ def test_data_stream_is_a_pure_function_of_seed_and_index():
         data[len(data)]
 
 
+def test_curriculum_opens_the_levels_one_at_a_time_by_step():
+    """curriculum_steps=100 over chains' 4 train levels: steps 0-24 draw level 1 only, 25-49 levels 1-2, ..., 75 on
+    all four; instance i belongs to step i // batch_size; after the curriculum the stream is the plain one."""
+    recipe = LoopedLMRecipe(task="chains", batch_size=8, curriculum_steps=100, seed=2)
+    data, plain = GeneratedTaskDataset(recipe), GeneratedTaskDataset(LoopedLMRecipe(task="chains", batch_size=8,
+                                                                                    seed=2))
+    task = get_task("chains")
+    for step, highest in ((0, 1), (24, 1), (25, 2), (49, 2), (50, 3), (75, 4), (99, 4)):
+        levels = [data[step * 8 + i]["level"] for i in range(8)]
+        assert max(levels) <= highest and min(levels) >= 1, (step, levels)
+        assert all(task.solve(data[step * 8 + i]["prompt"]) == data[step * 8 + i]["answer"] for i in range(8))
+    assert {data[i]["level"] for i in range(0, 25 * 8)} == {1}
+    assert {data[i]["level"] for i in range(75 * 8, 100 * 8)} == {1, 2, 3, 4}
+    assert [data[i] for i in range(800, 840)] == [plain[i] for i in range(800, 840)]
+    assert data[0] != plain[0] or data[1] != plain[1]   # the curriculum changed what the first steps see
+
+
 def test_collator_draws_loop_counts_in_range_from_its_seed():
     recipe = LoopedLMRecipe(loops=4, loops_min=2, loops_max=6, seed=5)
     data = GeneratedTaskDataset(recipe)

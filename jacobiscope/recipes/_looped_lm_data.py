@@ -30,21 +30,39 @@ TRAIN_POOL = 1 << 22
 
 
 class GeneratedTaskDataset(torch.utils.data.Dataset):
-    """Instance ``i`` = ``task.generate(1, levels=train_levels, seed=seed * TRAIN_POOL + i)[0]`` (as a dict)."""
+    """Instance ``i`` = ``task.generate(1, levels=levels_at(i), seed=seed * TRAIN_POOL + i)[0]`` (as a dict).
+
+    The levels are the task's train levels, or during the first ``curriculum_steps`` steps (instance ``i`` belongs to
+    step ``i // batch_size``: the trainer reads the pool in order) a range that opens one level at a time, from the
+    easiest train level alone to all of them: step s draws levels ``low .. low + floor(s * n / curriculum_steps)``
+    capped at the hardest (``n`` train levels). A pure function of the index, so a resumed run
+    draws what an uninterrupted one would.
+    """
 
     def __init__(self, recipe: LoopedLMRecipe):
         from ..data.tasks import get_task
 
         self.task = get_task(recipe.task)
         self.seed = recipe.seed
+        self.batch_size = recipe.batch_size
+        self.curriculum_steps = recipe.curriculum_steps
 
     def __len__(self) -> int:
         return TRAIN_POOL
 
+    def levels_at(self, index: int) -> tuple[int, int]:
+        """The inclusive level range instance ``index`` is drawn from."""
+        low, high = self.task.train_levels
+        step = int(index) // self.batch_size
+        if step >= self.curriculum_steps:
+            return low, high
+        return low, min(high, low + step * (high - low + 1) // self.curriculum_steps)
+
     def __getitem__(self, index: int) -> dict:
         if not 0 <= index < TRAIN_POOL:
             raise IndexError(f"instance {index} is outside the pool [0, {TRAIN_POOL})")
-        example = self.task.generate(1, seed=self.seed * TRAIN_POOL + int(index))[0]
+        levels = self.levels_at(index)
+        example = self.task.generate(1, levels=levels, seed=self.seed * TRAIN_POOL + int(index))[0]
         return {"prompt": example.prompt, "answer": example.answer, "level": example.level}
 
 

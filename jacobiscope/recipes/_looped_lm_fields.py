@@ -61,6 +61,7 @@ LOOPED_LM_FIELDS: dict = {
     "loops_max": (_int_field(1, MAX_LM_LOOPS, optional=True, budget=_LOOPS_WHY), "data"),
     "learning_rate": (_float_field(0.0, 10.0, low_open=True), "restored"),
     "batch_size": (_int_field(1, MAX_BATCH_SIZE, budget="memory per step"), "data"),
+    "curriculum_steps": (_int_field(0, MAX_STEPS), "data"),
     "max_steps": (_int_field(1, MAX_STEPS), "apply"),
     "warmup_steps": (_int_field(0, MAX_STEPS), "restored"),
     "max_grad_norm": (_float_field(0.0, 1e6), "apply"),

@@ -33,7 +33,8 @@ class LoopedLMRecipe:
     ``loops_max`` draw each batch's loop count uniformly from that range (null: the fixed count ``loops``).
     ``num_layers`` is the depth of the looped stack (HRM-Text: layers per stack; Dory: recurrent layers; Inkling-2
     loop: looped layers), ``inner_loops`` HRM-Text's L_cycles, ``num_experts`` / ``experts_per_token`` Inkling-2's
-    mixture of experts. ``target_exact_match`` ends the run at the first save whose validation exact match at the
+    mixture of experts. ``curriculum_steps`` opens the task's train levels one at a time over that many first steps
+    (easiest first; 0: every level from the start; see `GeneratedTaskDataset`). ``target_exact_match`` ends the run at the first save whose validation exact match at the
     trained depth reaches it (null: train to ``max_steps``); ``max_seconds`` ends it after that much time (a later
     call resumes).
 
@@ -62,6 +63,7 @@ class LoopedLMRecipe:
     loops_max: int | None = None
     learning_rate: float = 1e-3
     batch_size: int = 32
+    curriculum_steps: int = 0
     max_steps: int = 4000
     warmup_steps: int = 100
     max_grad_norm: float = 1.0
