@@ -232,4 +232,6 @@ def test_shipped_recipes_are_valid_and_cover_the_three_families():
     # Variety: at least one trained at random loop counts around its depth, one at a fixed depth.
     ranges = [recipe.training_loops() for recipe in recipes.values()]
     assert any(low < high for low, high in ranges) and any(low == high for low, high in ranges)
-    assert all(recipe.threads == 1 and recipe.task == "addition5" for recipe in recipes.values())
+    assert all(recipe.threads == 1 for recipe in recipes.values())
+    # Addition for the shipped set; variable chains for the depth question (one look-up per loop at most).
+    assert {recipe.task for recipe in recipes.values()} <= {"addition5", "chains", "chains10"}
