@@ -6,7 +6,10 @@ Cases, each against its own plain looped forward (the same maps, the same loops,
   also each product-heavy diagnostic alone (spectral norm, eigenvalues, Lyapunov);
 - ``hrm-text`` / ``dory``: the shipped trained looped LMs through their own loop (``--recurrence`` default),
   32 loops, against their own 32-loop forward;
-- ``depth``: `depth_dynamics` of MiniLM on one 128-token input, against one forward of the model.
+- ``depth``: `depth_dynamics` of MiniLM on one 128-token input, against one forward of the model;
+- ``lyapunov``: default `lyapunov_spectrum` calls on maps the process has not seen (part 2, "the first call is
+  fast"): top-1 on the 81 x 128 and 256 x 512 ItrSA-form attention maps (T = 200), top-16 on 256 x 512 (T = 100),
+  each against its own plain forward of as many loops.
 
 Each round runs every variant in a fresh subprocess (alternating order, so load from other processes hits both
 alike). In a subprocess: torch warms up on an unrelated map first (the process's one-off start-up is not the
@@ -36,7 +39,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-CASES = ("minilm", "hrm-text", "dory", "depth")
+CASES = ("minilm", "hrm-text", "dory", "depth", "lyapunov")
 MARK = "@@RESULT "
 
 
@@ -91,6 +94,30 @@ def _plain_block_forward(model, inputs, layers, loops):
     return run
 
 
+def _lyapunov_calls():
+    """Default top-k runs on ItrSA-form attention maps new to the process, and the plain forward of each."""
+    import torch
+
+    import jacobiscope
+
+    calls, plains = {}, {}
+    for name, (tokens, dim, k, loops) in {"top-1 81x128 T=200": (81, 128, 1, 200),
+                                          "top-1 256x512 T=200": (256, 512, 1, 200),
+                                          "top-16 256x512 T=100": (256, 512, 16, 100)}.items():
+        m = jacobiscope.systems.self_attention_map(tokens=tokens, dim=dim, heads=8, eta=1.0, norm="rmsnorm", seed=0)
+        x = m.trajectory(m.x0, steps=8)[-1].clone()
+
+        def plain(m=m, x=x, loops=loops):
+            with torch.no_grad():
+                y = x
+                for _ in range(loops):
+                    y = m(y)
+
+        calls[name] = lambda m=m, x=x, k=k, loops=loops: jacobiscope.lyapunov_spectrum(m, x, k=k, steps=loops)
+        plains[name] = plain
+    return calls, plains
+
+
 def _native(name):
     import torch
 
@@ -129,6 +156,8 @@ def child(case: str, repeats: int) -> dict:
     elif case in ("hrm-text", "dory"):
         model, inputs, plain = _native({"hrm-text": "hrm-text-addition", "dory": "dory-addition"}[case])
         calls = {"analyze": lambda: jacobiscope.analyze(model, inputs, loops=32, progress=False)}
+    elif case == "lyapunov":
+        calls, plains = _lyapunov_calls()
     else:
         model, inputs = _minilm()
 
@@ -141,7 +170,7 @@ def child(case: str, repeats: int) -> dict:
         start = time.perf_counter()
         call()
         first = time.perf_counter() - start
-        unit = _median_time(plain)
+        unit = _median_time(plains[name] if case == "lyapunov" else plain)
         steady = [_median_time(call, 1) for _ in range(repeats)]
         result["calls"].append({"name": name, "first_seconds": first, "steady_seconds": statistics.median(steady),
                                 "forward_seconds": unit, "first_x": first / unit,

@@ -1,6 +1,7 @@
 """Test settings: offline hub, and one BLAS/torch thread (tiny matrices run up to 20x slower multi-threaded on
 the shared 2-core machines)."""
 import os
+import sys
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
@@ -116,6 +117,7 @@ def load_script(relative_path: str):
     path = Path(__file__).resolve().parents[1] / relative_path
     spec = importlib.util.spec_from_file_location(path.stem, path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = module   # dataclasses (and pickling) look their module up by name
     spec.loader.exec_module(module)
     return module
 

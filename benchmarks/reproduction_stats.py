@@ -1,0 +1,199 @@
+"""The statistics inside a reproduction verdict: the effect, its 95% interval, its test, and the word its rule gives.
+
+    from reproduction_stats import difference_of_means, verdict
+    effect = difference_of_means(spec_seeds, base_seeds, what="best OOD accuracy, Spec - base")
+    word, why = verdict(effect, claimed="greater")
+
+A claim about models is decided on an effect with an interval, never on a difference of means alone:
+
+- `difference_of_means` (independent groups: seeds of two recipes): percentile bootstrap of the difference of means,
+  each group resampled on its own, and a two-sided permutation test of that difference (exact when the
+  relabellings number at most `EXACT_LIMIT`, else `resamples` random ones).
+- `paired_difference` (the same inputs scored twice: puzzles with and without votes): bootstrap over the pairs and
+  a sign-flip permutation test (exact up to `EXACT_LIMIT` sign patterns).
+- `rank_correlation` (Spearman's rho over checkpoints): bootstrap over the pairs and a permutation test.
+- `verdict`: "reproduced" when the whole interval lies beyond ``margin`` in the claimed direction, "refuted" when
+  it lies beyond ``margin`` the other way, else "inconclusive at this budget" with the sample size that would
+  decide (the interval's half-width shrinks as 1/sqrt(n)). Too few values for an interval: "not testable here".
+- `median_iqr` and `outliers` (beyond 3 interquartile ranges of the quartiles): a table cell carried by one value is
+  named, never averaged away unnoticed.
+
+Everything is seeded and uses NumPy only; the tests check it against SciPy's own bootstrap and permutation tests.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+REPRODUCED, REFUTED, INCONCLUSIVE, NOT_TESTABLE = ("reproduced", "refuted", "inconclusive at this budget",
+                                                   "not testable here")
+EXACT_LIMIT = 20_000   # enumerate every relabelling / sign pattern up to this many (seed counts of a zoo: always)
+CONFIDENCE = 0.95
+
+
+@dataclass(frozen=True)
+class Effect:
+    """An effect with its interval and test. ``sizes``: the sample size of each group (pairs: one entry)."""
+
+    what: str
+    estimate: float
+    low: float
+    high: float
+    p_value: float
+    test: str
+    sizes: tuple
+
+    def words(self, scale: float = 1.0, unit: str = "") -> str:
+        """``+4.0 [-1.2, +9.1]<unit> (n = 5 / 5; <test>, p = 0.21)``, values times ``scale``."""
+        sizes = " / ".join(str(size) for size in self.sizes)
+        return (f"{scale * self.estimate:+.3g} [{scale * self.low:+.3g}, {scale * self.high:+.3g}]{unit} "
+                f"(n = {sizes}; {self.test}, p = {self.p_value:.3g})")
+
+
+def difference_of_means(first, second, *, what: str = "mean difference", resamples: int = 10_000,
+                        seed: int = 0) -> Effect:
+    """``mean(first) - mean(second)`` with a 95% percentile-bootstrap interval and a two-sided permutation test."""
+    a, b = _values(first, "first"), _values(second, "second")
+    rng = np.random.default_rng(seed)
+    boot = (rng.choice(a, (resamples, a.size)).mean(axis=1) - rng.choice(b, (resamples, b.size)).mean(axis=1))
+    low, high = _interval(boot)
+    observed = a.mean() - b.mean()
+    pooled, n = np.concatenate([a, b]), a.size
+    total = math.comb(pooled.size, n)
+    if total <= EXACT_LIMIT:
+        masks = np.zeros((total, pooled.size), dtype=bool)
+        for row, chosen in enumerate(itertools.combinations(range(pooled.size), n)):
+            masks[row, list(chosen)] = True
+        test = "exact permutation test"
+    else:
+        masks = np.zeros((resamples, pooled.size), dtype=bool)
+        order = np.argsort(rng.random((resamples, pooled.size)), axis=1)[:, :n]
+        np.put_along_axis(masks, order, True, axis=1)
+        test = f"permutation test ({resamples:,} relabellings)"
+    statistics = (masks * pooled).sum(1) / n - (~masks * pooled).sum(1) / (pooled.size - n)
+    p_value = _two_sided(statistics, observed, exact=total <= EXACT_LIMIT)
+    return Effect(what, float(observed), low, high, p_value, f"bootstrap interval, {test}", (a.size, b.size))
+
+
+def paired_difference(first, second, *, what: str = "paired difference", resamples: int = 10_000,
+                      seed: int = 0) -> Effect:
+    """``mean(first - second)`` over pairs (the same inputs twice), a 95% bootstrap interval over the pairs and a
+    two-sided sign-flip permutation test."""
+    a, b = _values(first, "first"), _values(second, "second")
+    if a.size != b.size:
+        raise ValueError(f"paired_difference needs pairs: {a.size} first values against {b.size} second ones — "
+                         "score the same inputs in both, in the same order")
+    d = a - b
+    rng = np.random.default_rng(seed)
+    low, high = _interval(rng.choice(d, (resamples, d.size)).mean(axis=1))
+    if 2 ** d.size <= EXACT_LIMIT:
+        signs = np.array(list(itertools.product((1.0, -1.0), repeat=d.size)))
+        test = "exact sign-flip test"
+    else:
+        signs = rng.choice((1.0, -1.0), (resamples, d.size))
+        test = f"sign-flip test ({resamples:,} patterns)"
+    p_value = _two_sided((signs * d).mean(axis=1), d.mean(), exact=2 ** d.size <= EXACT_LIMIT)
+    return Effect(what, float(d.mean()), low, high, p_value, f"bootstrap interval over pairs, {test}", (d.size,))
+
+
+def rank_correlation(xs, ys, *, what: str = "Spearman rho", resamples: int = 10_000, seed: int = 0) -> Effect:
+    """Spearman's rho with a 95% bootstrap interval over the pairs and a two-sided permutation test."""
+    x, y = _values(xs, "xs"), _values(ys, "ys")
+    if x.size != y.size or x.size < 3:
+        raise ValueError(f"rank_correlation needs 3 or more pairs, got {x.size} xs and {y.size} ys")
+    rng = np.random.default_rng(seed)
+    observed = _spearman(x, y)
+    rows = rng.choice(x.size, (resamples, x.size))
+    boot = np.array([_spearman(x[r], y[r]) for r in rows])
+    low, high = _interval(boot[np.isfinite(boot)])
+    shuffled = np.array([_spearman(x, rng.permutation(y)) for _ in range(resamples)])
+    p_value = _two_sided(shuffled, observed, exact=False)
+    return Effect(what, float(observed), low, high, p_value,
+                  f"bootstrap interval over pairs, permutation test ({resamples:,} shuffles)", (x.size,))
+
+
+def verdict(effect: Effect | None, claimed: str, *, margin: float = 0.0) -> tuple[str, str]:
+    """The word for ``effect`` against a claim that it is ``"greater"`` (or ``"less"``) than zero by more than
+    ``margin``, and why; None (too few values): "not testable here"."""
+    if claimed not in ("greater", "less"):
+        raise ValueError(f"claimed must be 'greater' or 'less', got {claimed!r}")
+    if effect is None:
+        return NOT_TESTABLE, "too few values for an interval"
+    sign = 1.0 if claimed == "greater" else -1.0
+    low, high = sorted((sign * effect.low, sign * effect.high))
+    interval = f"95% interval [{effect.low:+.3g}, {effect.high:+.3g}]"
+    if low > margin:
+        return REPRODUCED, f"{interval} lies beyond {margin:g} in the claimed direction"
+    if high < -margin:
+        return REFUTED, f"{interval} lies beyond {margin:g} against the claimed direction"
+    return INCONCLUSIVE, f"{interval} includes {'zero' if margin == 0 else f'+/-{margin:g}'}; {needed_sizes(effect)}"
+
+
+def needed_sizes(effect: Effect) -> str:
+    """About how many values per group would decide, if the effect and spread stayed as measured (the interval's
+    half-width shrinks as 1/sqrt(n))."""
+    half = (effect.high - effect.low) / 2
+    if effect.estimate == 0 or half <= 0:
+        return "no effect measured: no sample size decides it"
+    factor = (half / abs(effect.estimate)) ** 2
+    sizes = " / ".join(str(math.ceil(size * factor)) for size in effect.sizes)
+    return f"about n = {sizes} would decide it if the effect stayed {effect.estimate:+.3g}"
+
+
+def median_iqr(values) -> tuple[float, float, float]:
+    """``(median, first quartile, third quartile)``."""
+    v = _values(values, "values", minimum=1)
+    q1, median, q3 = np.percentile(v, (25, 50, 75))
+    return float(median), float(q1), float(q3)
+
+
+def outliers(values, *, reach: float = 3.0) -> list[int]:
+    """Indices of values beyond ``reach`` interquartile ranges outside the quartiles (4 or more values)."""
+    v = _values(values, "values", minimum=1)
+    if v.size < 4:
+        return []
+    q1, q3 = np.percentile(v, (25, 75))
+    spread = q3 - q1
+    return [int(i) for i in np.flatnonzero((v < q1 - reach * spread) | (v > q3 + reach * spread))]
+
+
+def _values(values, name: str, minimum: int = 2) -> np.ndarray:
+    array = np.asarray(list(values), dtype=float)
+    if array.ndim != 1 or array.size < minimum or not np.isfinite(array).all():
+        raise ValueError(f"{name} must be {minimum} or more finite numbers, got {list(array.ravel())[:8]}")
+    return array
+
+
+def _interval(samples: np.ndarray) -> tuple[float, float]:
+    tail = (1 - CONFIDENCE) / 2
+    low, high = np.quantile(samples, (tail, 1 - tail))
+    return float(low), float(high)
+
+
+def _two_sided(statistics: np.ndarray, observed: float, exact: bool) -> float:
+    """P(|T| >= |t|): over every arrangement (exact: the observed one is among them), or over random ones counting
+    the observed arrangement too (never 0). Ties count as extreme, up to rounding of sums over the same values."""
+    extreme = int((np.abs(statistics) >= abs(observed) - 1e-12 * max(1.0, abs(observed))).sum())
+    return extreme / statistics.size if exact else (extreme + 1) / (statistics.size + 1)
+
+
+def _spearman(x: np.ndarray, y: np.ndarray) -> float:
+    rx, ry = _ranks(x), _ranks(y)
+    rx, ry = rx - rx.mean(), ry - ry.mean()
+    denominator = math.sqrt(float((rx * rx).sum() * (ry * ry).sum()))
+    return float((rx * ry).sum() / denominator) if denominator > 0 else math.nan
+
+
+def _ranks(v: np.ndarray) -> np.ndarray:
+    """Average ranks (ties share the mean of their positions)."""
+    order = np.argsort(v, kind="mergesort")
+    ranks = np.empty(v.size)
+    ranks[order] = np.arange(1, v.size + 1)
+    for value in np.unique(v):
+        tied = v == value
+        if tied.sum() > 1:
+            ranks[tied] = ranks[tied].mean()
+    return ranks

@@ -1,0 +1,93 @@
+"""benchmarks/reproduction_stats.py against SciPy's permutation tests and bootstrap, and normal theory; the verdict
+words from constructed effects."""
+import math
+
+import numpy as np
+import pytest
+import scipy.stats
+
+from conftest import load_script
+
+stats = load_script("benchmarks/reproduction_stats.py")
+
+
+def _mean_difference(x, y, axis=-1):
+    return np.mean(x, axis=axis) - np.mean(y, axis=axis)
+
+
+def test_permutation_p_values_equal_scipys_exact_tests():
+    first, second = [0.41, 0.52, 0.38, 0.60, 0.47], [0.30, 0.44, 0.29, 0.35, 0.41]
+    effect = stats.difference_of_means(first, second)
+    reference = scipy.stats.permutation_test((first, second), _mean_difference, permutation_type="independent",
+                                             n_resamples=np.inf, alternative="two-sided")
+    assert effect.p_value == pytest.approx(reference.pvalue, abs=1e-12)
+    assert effect.estimate == pytest.approx(np.mean(first) - np.mean(second))
+    assert "exact permutation test" in effect.test and effect.sizes == (5, 5)
+    # paired: the sign-flip test is SciPy's 'samples' permutation test of the mean difference
+    a, b = [0.9, 0.7, 0.8, 0.95, 0.6, 0.85, 0.7], [0.8, 0.72, 0.6, 0.9, 0.61, 0.7, 0.66]
+    paired = stats.paired_difference(a, b)
+    reference = scipy.stats.permutation_test((a, b), lambda x, y, axis=-1: np.mean(x - y, axis=axis),
+                                             permutation_type="samples", n_resamples=np.inf)
+    assert paired.p_value == pytest.approx(reference.pvalue, abs=1e-12)
+
+
+def test_bootstrap_intervals_agree_with_scipy_and_normal_theory():
+    rng = np.random.default_rng(1)
+    first, second = rng.normal(1.0, 2.0, 400), rng.normal(0.2, 1.0, 300)
+    effect = stats.difference_of_means(first, second, seed=3)
+    half = 1.96 * math.sqrt(first.var(ddof=1) / 400 + second.var(ddof=1) / 300)
+    centre = first.mean() - second.mean()
+    assert effect.low == pytest.approx(centre - half, abs=0.1 * half)
+    assert effect.high == pytest.approx(centre + half, abs=0.1 * half)
+    reference = scipy.stats.bootstrap((first, second), _mean_difference, method="percentile", n_resamples=10_000,
+                                      random_state=4).confidence_interval
+    assert (effect.low, effect.high) == pytest.approx((reference.low, reference.high), abs=0.1 * half)
+    # many values: a random-relabelling p-value, never 0
+    assert "10,000 relabellings" in effect.test and 0 < effect.p_value < 1e-3
+
+
+def test_rank_correlation_against_scipy():
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=25)
+    y = 0.6 * x + rng.normal(size=25)
+    effect = stats.rank_correlation(x, y, resamples=2000)
+    assert effect.estimate == pytest.approx(scipy.stats.spearmanr(x, y).statistic, abs=1e-12)
+    assert effect.low < effect.estimate < effect.high
+    reference = scipy.stats.permutation_test((y,), lambda v: scipy.stats.spearmanr(x, v).statistic,
+                                             permutation_type="pairings", n_resamples=2000, random_state=0)
+    assert effect.p_value == pytest.approx(reference.pvalue, abs=0.01)
+    tied = stats.rank_correlation([1, 2, 2, 3], [1, 3, 3, 4], resamples=100)
+    assert tied.estimate == pytest.approx(scipy.stats.spearmanr([1, 2, 2, 3], [1, 3, 3, 4]).statistic)
+
+
+@pytest.mark.parametrize("low, high, claimed, word", [
+    (0.02, 0.10, "greater", "reproduced"), (-0.10, -0.02, "greater", "refuted"),
+    (-0.10, -0.02, "less", "reproduced"), (-0.03, 0.08, "greater", "inconclusive at this budget"),
+])
+def test_verdict_words_follow_the_interval(low, high, claimed, word):
+    effect = stats.Effect("x", (low + high) / 2, low, high, 0.1, "test", (5, 5))
+    assert stats.verdict(effect, claimed)[0] == word
+    assert stats.verdict(None, claimed)[0] == "not testable here"
+
+
+def test_inconclusive_names_the_sample_that_would_decide():
+    effect = stats.Effect("x", 0.025, -0.03, 0.08, 0.3, "test", (5, 5))
+    word, why = stats.verdict(effect, "greater")
+    # half-width 0.055 against an effect of 0.025: (0.055 / 0.025)^2 = 4.84 times the seeds
+    assert word == "inconclusive at this budget" and "about n = 25 / 25" in why
+    assert "no sample size" in stats.needed_sizes(stats.Effect("x", 0.0, -0.1, 0.1, 1.0, "t", (3, 3)))
+    # a margin: an interval inside it decides nothing
+    assert stats.verdict(stats.Effect("x", 0.015, 0.01, 0.02, 0.01, "t", (9, 9)), "greater", margin=0.02)[0] == \
+        "inconclusive at this budget"
+
+
+def test_median_iqr_and_outliers_name_a_cell_carried_by_one_value():
+    norms = [6.7, 7.9, 8.4, 9.1, 10.2, 12.0, 17328.0]   # the no-norm zoo cell: one start state overflowed
+    assert stats.outliers(norms) == [6]
+    median, q1, q3 = stats.median_iqr(norms)
+    assert (median, q1, q3) == (9.1, pytest.approx(8.15), pytest.approx(11.1))
+    assert stats.outliers([1.0, 1.1, 0.9, 1.05]) == []
+    with pytest.raises(ValueError, match="finite numbers"):
+        stats.difference_of_means([1.0, float("nan")], [1.0, 2.0])
+    with pytest.raises(ValueError, match="needs pairs"):
+        stats.paired_difference([1.0, 2.0], [1.0, 2.0, 3.0])
