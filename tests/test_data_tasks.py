@@ -7,7 +7,7 @@ import torch
 
 from jacobiscope.data import tasks
 from jacobiscope.data.tasks import (
-    AdditionTask, ChainTask, ReachabilityTask, TaskExample, encode, exact_match, get_task, list_tasks, task_tokenizer
+    AdditionTask, ChainTask, JumpTask, ReachabilityTask, TaskExample, encode, exact_match, get_task, list_tasks, task_tokenizer
 )
 from jacobiscope.errors import ArgumentError
 
@@ -54,8 +54,22 @@ def _chain_reference(prompt):
     return resolved[query]
 
 
+def _walk_reference(prompt):
+    # Every cell's landing letter and jump count, left to right (a cell's jump lands on a cell already resolved):
+    # dynamic programming over all cells, not the task's walk from the end.
+    cells = prompt[:-1]
+    letter, jumps = [None] * len(cells), [None] * len(cells)
+    for i, cell in enumerate(cells):
+        if cell.isalpha():
+            letter[i], jumps[i] = cell, 0
+        elif i - int(cell) >= 0:
+            letter[i], jumps[i] = letter[i - int(cell)], jumps[i - int(cell)] + 1 if jumps[i - int(cell)] is not None \
+                else None
+    return letter[-1], jumps[-1]
+
+
 def test_list_and_get():
-    assert TASKS == ["addition", "addition5", "chains", "chains10", "reachability"]
+    assert TASKS == ["addition", "addition5", "chains", "chains10", "jumps", "reachability"]
     for name in TASKS:
         task = get_task(name)
         assert task.name == name
@@ -110,6 +124,18 @@ def test_chains_against_substitution():
     small = ChainTask(variables=3, train_max=1, chains=2)
     assert (small.train_levels, small.harder_levels) == ((1, 1), (2, 2))
     assert all(small.level_of(ex.prompt) == 2 for ex in small.generate(10, levels=2))
+
+
+def test_jumps_against_dynamic_programming():
+    task = get_task("jumps")
+    assert (task.train_levels, task.harder_levels) == ((1, 4), (5, 12))
+    for ex in task.generate(300, levels=task.supported_levels, seed=5):
+        assert (ex.answer, ex.level) == _walk_reference(ex.prompt)
+        letters = [c for c in ex.prompt[:-1] if c.isalpha()]
+        assert len(letters) == len(set(letters)) == 10 and len(ex.prompt) == 33
+    assert task.solve("1" * 31 + "a:") == "a" and task.level_of("a" + "1" * 31 + ":") == 31
+    small = JumpTask(cells=6, train_max=1, harder_max=3, letters=2)
+    assert all(small.level_of(ex.prompt) == 3 for ex in small.generate(10, levels=3))
 
 
 @pytest.mark.parametrize("name", TASKS)
@@ -193,6 +219,11 @@ def test_tokenizer_round_trip_offline(tmp_path):
     (lambda: get_task("reachability").level_of("ab|a>b:"), ["not a reachability prompt", "one outgoing edge"]),
     (lambda: AdditionTask(digits=1), ["digits must be an int in [2, 30]"]),
     (lambda: ChainTask(variables=27), ["variables must be an int in [2, 26]"]),
+    (lambda: JumpTask(cells=3), ["cells must be an int in [4, 200]"]),
+    (lambda: JumpTask(cells=10, letters=6), ["letters must be an int in [2, 5]"]),
+    (lambda: JumpTask(cells=10, letters=5, train_max=5), ["train_max must be an int in [1, 4]"]),
+    (lambda: get_task("jumps").solve("12a:"), ["not a jumps prompt", "32 cells"]),
+    (lambda: get_task("jumps").solve("3" * 32 + ":"), ["not a jumps prompt", "left the cells"]),
     (lambda: ChainTask(variables=8, train_max=5), ["train_max must be an int in [1, 4]"]),
     (lambda: ChainTask(variables=8, train_max=4, harder_max=4), ["harder_max must be an int in [5, 5]"]),
     (lambda: ChainTask(variables=8, chains=1), ["chains must be an int in [2, 7]"]),
