@@ -38,11 +38,12 @@ __all__ = ["trace_graph", "traceable_norms", "shared_cache", "trace_cost_seconds
 # arithmetic: the 81 x 128 attention map's loop 0.15-0.18 s (76 of its eager k = 1 loops, 11 of its k = 16 loops),
 # HRM-Text's 0.34-0.39 s (100-140 eager jvps), Dory's 0.35-0.64 s, a MiniLM layer's jvp 0.4-0.5 s (its eager loop
 # takes 30-60 ms: the cost follows the number of operations, so the multiple of an eager loop is capped). The first
-# recording in a process costs up to 0.1 s more after torch's own warm-up; more before it.
+# recording in a process costs ~0.5 s more (bench_analyze_cost.py: a first top-1 call on the 81 x 128 map went from
+# 7.0x eager to 8.0x when it recorded with a 0.15 s allowance for it).
 _TRACE_SECONDS = 0.2
 _MAX_TRACE_SECONDS = 0.8
 _TRACE_PER_EAGER_LOOP = 40  # ~80-120 eager k = 1 loops of a dispatch-bound map; fewer of a heavy one or a large k
-_FIRST_TRACE_EXTRA_SECONDS = 0.15
+_FIRST_TRACE_EXTRA_SECONDS = 0.6
 _traced_once = False
 
 

@@ -36,6 +36,7 @@ def make_teacher(d: int, kind: str = "goe", *, rank_ratio: float = 0.5, seed: in
             raise ArgumentError(f"rank_ratio = r*/d must be in (0, 1], got {rank_ratio!r}.")
         W = torch.randn(d, max(int(round(rank_ratio * d)), 1), generator=g, dtype=dtype)
         T = W @ W.T
+        T = (T + T.T) / 2   # exactly symmetric: a BLAS kernel may round W W^T's two triangles differently
     else:
         raise ArgumentError(f"kind must be 'goe' or 'psd', got {kind!r}.")
     T = T / ((T * T).sum() / d).sqrt()
