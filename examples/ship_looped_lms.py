@@ -37,6 +37,8 @@ TASKS = {
               "takes y's value), in 4 chains ending in 4 different digits, then the query `|q:`; the answer is the "
               "digit q's chain ends in and the level the number of look-ups (1-4 in training, 5-12 harder), so a "
               "loop that does one look-up at a time needs more loops for a harder instance",
+    "chains4q": "variable chains as in `chains`, with a query on each of the 4 chains (`|abcd:` -> 4 digits); the "
+                "level is the longest-reaching query's look-ups",
     "jumps": "jumps: 32 cells of digits 1-3 and 10 different letters, then `:`; a walk starts at the last cell and "
              "moves left by each digit it stands on until it reaches a letter, the answer; the level is the number "
              "of jumps (1-4 in training, 5-12 harder), each resolved after the one before it",
@@ -53,6 +55,7 @@ RUNS = {
     "looped-lm-inkling2-loop-addition-h160": "inkling2-loop-addition-2m",
     "looped-lm-dory-chains": "dory-chains",
     "looped-lm-dory-jumps": "dory-jumps",
+    "looped-lm-dory-chains4q": "dory-chains4q",
 }
 #: The issue's bar: a checkpoint below it at its trained depth on in-range instances is not shipped.
 MIN_EXACT_MATCH = 0.90

@@ -69,7 +69,7 @@ def _walk_reference(prompt):
 
 
 def test_list_and_get():
-    assert TASKS == ["addition", "addition5", "chains", "chains10", "jumps", "reachability"]
+    assert TASKS == ["addition", "addition5", "chains", "chains10", "chains4q", "jumps", "reachability"]
     for name in TASKS:
         task = get_task(name)
         assert task.name == name
@@ -124,6 +124,19 @@ def test_chains_against_substitution():
     small = ChainTask(variables=3, train_max=1, chains=2)
     assert (small.train_levels, small.harder_levels) == ((1, 1), (2, 2))
     assert all(small.level_of(ex.prompt) == 2 for ex in small.generate(10, levels=2))
+
+
+def test_chains_with_a_query_per_chain_against_substitution():
+    task = get_task("chains4q")
+    for ex in task.generate(200, levels=task.supported_levels, seed=8):
+        body, queries = ex.prompt[:-1].split("|")
+        answers = [_chain_reference(f"{body}|{query}:") for query in queries]
+        assert ex.answer == "".join(digit for digit, _ in answers)
+        assert ex.level == max(hops for _, hops in answers)
+        assert len(set(ex.answer)) == 4   # one query per chain: four different digits, none copied from another
+    assert task.generate(5, seed=1)[0] != get_task("chains").generate(5, seed=1)[0]
+    with pytest.raises(ArgumentError, match="queries must be an int in \\[1, 3\\]"):
+        ChainTask(variables=10, chains=3, train_max=3, queries=4)
 
 
 def test_jumps_against_dynamic_programming():

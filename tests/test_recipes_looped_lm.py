@@ -234,4 +234,4 @@ def test_shipped_recipes_are_valid_and_cover_the_three_families():
     assert any(low < high for low, high in ranges) and any(low == high for low, high in ranges)
     assert all(recipe.threads == 1 for recipe in recipes.values())
     # Addition for the shipped set; variable chains and jumps for the depth question (one step per loop at most).
-    assert {recipe.task for recipe in recipes.values()} <= {"addition5", "chains", "chains10", "jumps"}
+    assert {recipe.task for recipe in recipes.values()} <= {"addition5", "chains", "chains10", "chains4q", "jumps"}

@@ -6,7 +6,7 @@ Example::
 
     >>> from jacobiscope.data.tasks import encode, get_task, list_tasks, task_tokenizer
     >>> list_tasks()
-    ['addition', 'addition5', 'chains', 'chains10', 'jumps', 'reachability']
+    ['addition', 'addition5', 'chains', 'chains10', 'chains4q', 'jumps', 'reachability']
     >>> task = get_task("addition")
     >>> examples = task.generate(4, seed=0)
     >>> all(task.solve(ex.prompt) == ex.answer and task.level_of(ex.prompt) == ex.level for ex in examples)

@@ -43,7 +43,7 @@ class ChainTask(Task):
     """
 
     def __init__(self, variables: int = 16, train_max: int = 4, harder_max: int | None = None, chains: int = 4,
-                 name: str = "chains"):
+                 name: str = "chains", queries: int = 1):
         if not _is_int(variables) or not 2 <= variables <= 26:
             raise ArgumentError(f"variables must be an int in [2, 26] (letters a-z), got {variables!r} — pass e.g. "
                                 f"variables=16")
@@ -58,7 +58,10 @@ class ChainTask(Task):
         if not _is_int(harder_max) or not train_max < harder_max <= longest:
             raise ArgumentError(f"harder_max must be an int in [{train_max + 1}, {longest}], got {harder_max!r} — "
                                 f"pass a hop count above train_max and at most variables - chains + 1")
-        self.chains = int(chains)
+        if not _is_int(queries) or not 1 <= queries <= chains:
+            raise ArgumentError(f"queries must be an int in [1, {chains}] (one per chain, so that no answer can be "
+                                f"copied from another), got {queries!r} — pass e.g. queries={chains}")
+        self.chains, self.queries = int(chains), int(queries)
         self.variables = int(variables)
         self.labels = string.ascii_lowercase[:self.variables]
         self.name = name
@@ -66,13 +69,15 @@ class ChainTask(Task):
         self.harder_levels = (int(train_max) + 1, int(harder_max))
 
     def solve(self, prompt: str) -> str:
-        return self._follow(prompt)[0]
+        definitions, queries = self._parse(prompt)
+        return "".join(self._follow(prompt, definitions, query)[0] for query in queries)
 
     def level_of(self, prompt: str) -> int:
-        return self._follow(prompt)[1]
+        """The look-ups of the longest-reaching query."""
+        definitions, queries = self._parse(prompt)
+        return max(self._follow(prompt, definitions, query)[1] for query in queries)
 
-    def _follow(self, prompt) -> tuple[str, int]:
-        definitions, query = self._parse(prompt)
+    def _follow(self, prompt, definitions, query) -> tuple[str, int]:
         value, hops = query, 0
         while not value.isdigit():
             value, hops = definitions[value], hops + 1
@@ -82,9 +87,10 @@ class ChainTask(Task):
 
     def _expected(self, why: str) -> str:
         first = ",".join(f"{a}{b}" for a, b in zip(self.labels, self.labels[1:] + "7"))
-        return f"'{first}|{self.labels[0]}:' {why}"
+        return f"'{first}|{self.labels[:self.queries]}:' {why}"
 
     def _parse(self, prompt) -> tuple[dict, str]:
+        """The definitions and the queried variables."""
         expected = self._expected(f"(each of {self.labels[0]}-{self.labels[-1]} defined once, by a letter or digit)")
         if not isinstance(prompt, str) or "|" not in prompt or not prompt.endswith(":"):
             raise _bad_prompt(self.name, prompt, expected)
@@ -93,7 +99,8 @@ class ChainTask(Task):
         definitions = {p[0]: p[1] for p in pairs if len(p) == 2}
         allowed = set(self.labels) | set(string.digits)
         if len(pairs) != self.variables or set(definitions) != set(self.labels) or \
-                not set(definitions.values()) <= allowed or query not in definitions:
+                not set(definitions.values()) <= allowed or len(query) != self.queries or \
+                len(set(query)) != self.queries or not set(query) <= set(definitions):
             raise _bad_prompt(self.name, prompt, expected)
         return definitions, query
 
@@ -105,11 +112,18 @@ class ChainTask(Task):
         # The other chains' lengths: a random composition of the remaining variables into chains - 1 parts >= 1.
         cuts = sorted(rng.sample(range(1, rest), self.chains - 2))
         lengths = [level] + [b - a for a, b in zip([0] + cuts, cuts + [rest])]
-        definitions, start = {}, 0
+        definitions, start, chains = {}, 0, []
         for length, digit in zip(lengths, digits):
             chain = names[start:start + length]
             definitions.update(zip(chain, chain[1:] + [digit]))
+            chains.append(chain)
             start += length
         pairs = [a + b for a, b in definitions.items()]
         rng.shuffle(pairs)
-        return ",".join(pairs) + f"|{names[0]}:", digits[0]
+        asked = [(names[0], digits[0])]   # the query at exactly `level` look-ups
+        if self.queries > 1:  # one more query on each of other chains, at most `level` look-ups from its end
+            for index in sorted(rng.sample(range(1, self.chains), self.queries - 1)):
+                hops = rng.randint(1, min(level, len(chains[index])))
+                asked.append((chains[index][len(chains[index]) - hops], digits[index]))
+            rng.shuffle(asked)
+        return ",".join(pairs) + "|" + "".join(q for q, _ in asked) + ":", "".join(d for _, d in asked)

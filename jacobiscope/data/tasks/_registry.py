@@ -4,7 +4,7 @@ Example::
 
     >>> from jacobiscope.data.tasks import get_task, list_tasks
     >>> list_tasks()
-    ['addition', 'addition5', 'chains', 'chains10', 'jumps', 'reachability']
+    ['addition', 'addition5', 'chains', 'chains10', 'chains4q', 'jumps', 'reachability']
     >>> get_task("addition").train_levels
     (0, 4)
 """
@@ -32,6 +32,9 @@ _FACTORIES = {
     "chains": lambda: ChainTask(variables=16, train_max=4, harder_max=12),
     # A smaller size (CPU budget): 10 variables in 3 chains, 1-3 look-ups in training, 4-8 held out.
     "chains10": lambda: ChainTask(variables=10, train_max=3, harder_max=8, chains=3, name="chains10"),
+    # Variable chains with 4 queries per prompt, one on each chain (4x the supervised tokens of "chains"; no answer
+    # can be copied from another); the level is the longest-reaching query's look-ups.
+    "chains4q": lambda: ChainTask(variables=16, train_max=4, harder_max=12, chains=4, queries=4, name="chains4q"),
     # Jumps (32 cells, 10 letters): 1-4 jumps in training, 5-12 held out; each jump a look 1-3 cells back from where
     # the walk stands, resolved one after another.
     "jumps": lambda: JumpTask(cells=32, train_max=4, harder_max=12, letters=10),
@@ -52,7 +55,7 @@ def get_task(name: str) -> Task:
         >>> get_task("additon")
         Traceback (most recent call last):
         ...
-        jacobiscope.errors.ArgumentError: unknown task 'additon' — pass one of ['addition', 'addition5', 'chains', 'chains10', 'jumps', 'reachability'] (did you mean 'addition'?)
+        jacobiscope.errors.ArgumentError: unknown task 'additon' — pass one of ['addition', 'addition5', 'chains', 'chains10', 'chains4q', 'jumps', 'reachability'] (did you mean 'addition'?)
     """
     if isinstance(name, Task):
         return name
