@@ -199,13 +199,17 @@ def rotation_evidence(trajectory: torch.Tensor) -> RotationEvidence | None:
 
 def norm_growth(norms: torch.Tensor) -> dict:
     """Growth of the norm: second-half maximum over first-half maximum, the log-rate over the last quarter, the
-    share of rising loops in the last half and the growth over the last half."""
+    share of rising loops in the last half and the growth over the last half. A loop counts as rising when the norm
+    grows by more than 1e-6 of itself: float32 rounding (which differs between an eager and a recorded orbit) must
+    not flip the count where the norm has settled."""
     half = norms.numel() // 2
+    late_steps = norms[half:].diff()
+    rising = late_steps > 1e-6 * norms[half:-1].abs()
     early, late = float(norms[:half].max()), float(norms[half:].max())
     growth = late / early if early > 0 else (math.inf if late > 0 else 1.0)
     rate, _ = log_slope(norms[-max(norms.numel() // 4, 3):])
     return {"norm_first": float(norms[0]), "norm_last": float(norms[-1]), "norm_growth": growth,
-            "norm_log_rate": rate, "norm_rising_fraction": float((norms[half:].diff() > 0).to(torch.float64).mean()),
+            "norm_log_rate": rate, "norm_rising_fraction": float(rising.to(torch.float64).mean()),
             "norm_last_half_growth": float(norms[-1] / norms[half].clamp_min(1e-300))}
 
 
