@@ -15,9 +15,10 @@ import shutil
 import warnings
 from pathlib import Path
 
-#: Run-folder items a resumed run reads besides its newest checkpoint (Sudoku runs keep accuracy_history.json,
-#: looped-LM runs validation_history.json).
-KEEP = ("recipe.json", "checkpoint_format.json", "validation_history.json", "accuracy_history.json", "best")
+#: Run-folder items a resumed run reads besides its newest checkpoint (Sudoku runs keep accuracy_history.json and,
+#: for the general regime, the generated puzzle parts in general/; looped-LM runs validation_history.json).
+KEEP = ("recipe.json", "checkpoint_format.json", "validation_history.json", "accuracy_history.json", "best",
+        "general")
 
 
 def newest_checkpoint(run: Path) -> Path | None:
@@ -38,16 +39,20 @@ def step_of(run: Path) -> int:
     return int(newest.name.split("-")[-1]) if newest else -1
 
 
-def keep(run: Path, store: Path) -> int:
-    """Copy ``run``'s resume state to ``store`` (replacing an older copy); returns the step kept (-1: nothing yet,
-    or the store already holds this step or a newer one)."""
+def keep(run: Path, store: Path) -> int | None:
+    """Copy ``run``'s resume state to ``store`` (replacing an older copy); returns the step kept (-1: what was kept
+    has no checkpoint yet, only e.g. generated puzzles), or None when nothing was copied (nothing to keep, or the
+    store already holds this step or a newer one)."""
     newest = newest_checkpoint(run)
-    if newest is None or step_of(store) >= step_of(run):
-        return -1
+    if store.exists() and step_of(store) >= step_of(run):
+        return None
+    if newest is None and not any((run / item).exists() for item in KEEP):
+        return None
     partial = store.with_name(f".{store.name}.partial")
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
-    shutil.copytree(newest, partial / newest.name)
+    if newest is not None:
+        shutil.copytree(newest, partial / newest.name)
     for item in KEEP:
         source = run / item
         if source.is_dir():
@@ -63,11 +68,11 @@ def keep(run: Path, store: Path) -> int:
     return step_of(store)
 
 
-def restore(store: Path, run: Path) -> int:
-    """Copy a kept state back into ``run`` when the run holds no checkpoint as new; returns the step restored
-    (-1: nothing kept, or the run is as new or newer — it is left as it is)."""
-    if not store.is_dir() or step_of(run) >= step_of(store):
-        return -1
+def restore(store: Path, run: Path) -> int | None:
+    """Copy a kept state back into ``run`` when the run does not exist or holds no checkpoint as new; returns the
+    step restored (-1: no checkpoint in it), or None (nothing kept, or the run is as new or newer: left as it is)."""
+    if not store.is_dir() or (run.exists() and step_of(run) >= step_of(store)):
+        return None
     run.mkdir(parents=True, exist_ok=True)
     for item in store.iterdir():
         if item.name.startswith("."):

@@ -12,59 +12,26 @@ newest complete checkpoint (weights, EMA, optimizer, scheduler, RNG, trainer sta
 from __future__ import annotations
 
 import argparse
-import shutil
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "examples"))  # _resume_store, beside this script, also when loaded by path
+import _resume_store  # noqa: E402
+
 STORE = ROOT / "examples" / "recipes" / "resume"
-KEEP = ("recipe.json", "checkpoint_format.json", "accuracy_history.json", "best", "general")
-
-
-def _newest_checkpoint(run: Path) -> Path | None:
-    """The newest checkpoint the run could resume from — by the trainer's own test, so a save still being written
-    (weights there, weight average or random streams not yet) is never the one kept."""
-    import warnings
-
-    from jacobiscope.recipes._sudoku_callbacks import _latest_checkpoint
-
-    averaged = any((p / "ema.safetensors").is_file() for p in run.glob("checkpoint-*"))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # an incomplete newer save is expected while the run is training
-        newest = _latest_checkpoint(run, needs_average=averaged)
-    return Path(newest) if newest else None
-
-
-def _step(run: Path) -> int:
-    checkpoint = _newest_checkpoint(run)
-    return int(checkpoint.name.split("-")[-1]) if checkpoint else -1
-
-
-def _replace(source: Path, target: Path) -> None:
-    staging = target.with_name(target.name + ".staging")
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
-    checkpoint = _newest_checkpoint(source)
-    if checkpoint is not None:
-        shutil.copytree(checkpoint, staging / checkpoint.name)
-    for name in KEEP:
-        path = source / name
-        if path.is_dir():
-            shutil.copytree(path, staging / name)
-        elif path.is_file():
-            shutil.copy2(path, staging / name)
-    shutil.rmtree(target, ignore_errors=True)
-    staging.rename(target)  # the kept copy is whole or absent, never half-written
 
 
 def save(runs: list[Path]) -> None:
     for run in runs:
-        if _step(run) < 0 and not (run / "general").is_dir():
-            print(f"{run}: no complete checkpoint (nor generated puzzles) yet, nothing saved")
-            continue
         kept = STORE / _name(run)
         kept.parent.mkdir(parents=True, exist_ok=True)
-        _replace(run, kept)
-        print(f"saved {_name(run)} at step {_step(kept)} to {_shown(kept)}")
+        step = _resume_store.keep(run, kept)
+        if step is None:
+            print(f"{run}: nothing newer than the kept copy (or no complete checkpoint nor generated puzzles yet), "
+                  "nothing saved")
+            continue
+        print(f"saved {_name(run)} at step {step} to {_shown(kept)}")
 
 
 def _shown(path: Path) -> Path:
@@ -84,15 +51,15 @@ def _name(run: Path) -> Path:
 
 
 def restore(target_root: Path) -> None:
-    runs = sorted(p.parent for p in STORE.rglob("recipe.json") if not p.parent.name.endswith(".staging"))
+    runs = sorted(p.parent for p in STORE.rglob("recipe.json") if not p.parent.name.startswith("."))
     for kept in runs:
         target = target_root / kept.relative_to(STORE)
         target.parent.mkdir(parents=True, exist_ok=True)
-        if target.exists() and _step(target) >= _step(kept):
-            print(f"{target}: already at step {_step(target)}, left as it is")
+        step = _resume_store.restore(kept, target)
+        if step is None:
+            print(f"{target}: already at step {_resume_store.step_of(target)}, left as it is")
             continue
-        _replace(kept, target)
-        print(f"restored {kept.name} at step {_step(target)} to {target}")
+        print(f"restored {kept.name} at step {step} to {target}")
 
 
 def main() -> None:

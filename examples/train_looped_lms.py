@@ -76,14 +76,14 @@ def keep(names: list[str], out: Path) -> None:
     """Copy each run's resume state to examples/recipes/resume/<name>/ (replacing the previous copy)."""
     for name in names:
         step = _resume_store.keep(out / name, STORE / name)
-        print(f"{name}: " + (f"kept step {step} in {STORE / name}" if step >= 0 else "nothing newer to keep"))
+        print(f"{name}: " + (f"kept step {step} in {STORE / name}" if step is not None else "nothing newer to keep"))
 
 
 def restore(names: list[str], out: Path) -> None:
     """Copy kept resume states back into run folders that hold no newer checkpoint."""
     for name in names:
         step = _resume_store.restore(STORE / name, out / name)
-        print(f"{name}: " + (f"restored step {step} into {out / name}" if step >= 0 else "nothing newer to restore"))
+        print(f"{name}: " + (f"restored step {step} into {out / name}" if step is not None else "nothing newer to restore"))
 
 
 def main(argv=None) -> None:

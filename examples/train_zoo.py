@@ -208,11 +208,11 @@ def keep_or_restore(names: list[str], runs: Path, ship_dir: Path, store: Path, k
             continue
         if keeping:
             step = _resume_store.keep(runs / name, store / name)
-            if step >= 0:
+            if step is not None:
                 print(f"[zoo] {name}: kept step {step}", flush=True)
         else:
             step = _resume_store.restore(store / name, runs / name)
-            if step >= 0:
+            if step is not None:
                 print(f"[zoo] {name}: restored step {step}", flush=True)
 
 

@@ -152,9 +152,9 @@ def test_interrupted_and_resumed_run_continues_bit_exactly(tmp_path):
     # run folder continues exactly as the folder it was kept from.
     store = load_script("examples/_resume_store.py")
     assert store.keep(tmp_path / "split", tmp_path / "kept") == 2
-    assert store.keep(tmp_path / "split", tmp_path / "kept") == -1   # nothing newer: the kept copy stays
+    assert store.keep(tmp_path / "split", tmp_path / "kept") is None   # nothing newer: the kept copy stays
     assert store.restore(tmp_path / "kept", tmp_path / "moved") == 2
-    assert store.restore(tmp_path / "kept", tmp_path / "moved") == -1   # the run is as new: left as it is
+    assert store.restore(tmp_path / "kept", tmp_path / "moved") is None   # the run is as new: left as it is
     assert not (tmp_path / "moved" / "final").exists()   # what resuming needs, not the finished folders
     resumed = train_looped_lm(_run_recipe(4), tmp_path / "split")
     moved = train_looped_lm(_run_recipe(4), tmp_path / "moved")

@@ -114,6 +114,19 @@ class Task:
         return f"<Task {self.name!r} train_levels={self.train_levels} harder_levels={self.harder_levels}>"
 
 
+def _level_ranges(train_max, harder_max, longest: int, limit: str) -> tuple[tuple[int, int], tuple[int, int]]:
+    """``(train_levels, harder_levels)`` of a task whose levels run from 1 to ``longest`` (``limit`` names that
+    bound in the error): train 1..train_max, harder train_max+1..harder_max (default: twice train_max, capped)."""
+    if not _is_int(train_max) or not 1 <= train_max < longest:
+        raise ArgumentError(f"train_max must be an int in [1, {longest - 1}], got {train_max!r} — pass a level "
+                            f"below {limit} = {longest}")
+    harder_max = min(longest, 2 * train_max) if harder_max is None else harder_max
+    if not _is_int(harder_max) or not train_max < harder_max <= longest:
+        raise ArgumentError(f"harder_max must be an int in [{train_max + 1}, {longest}], got {harder_max!r} — pass a "
+                            f"level above train_max and at most {limit}")
+    return (1, int(train_max)), (int(train_max) + 1, int(harder_max))
+
+
 def _count(n) -> int:
     if not _is_int(n):
         raise ArgumentError(f"n must be an int (how many examples), got {n!r} — pass e.g. n=100")

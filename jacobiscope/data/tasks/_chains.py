@@ -23,7 +23,7 @@ import random
 import string
 
 from ...errors import ArgumentError
-from ._base import Task, _bad_prompt, _is_int
+from ._base import Task, _bad_prompt, _is_int, _level_ranges
 
 __all__ = ["ChainTask"]
 
@@ -50,14 +50,8 @@ class ChainTask(Task):
         if not _is_int(chains) or not 2 <= chains <= min(10, variables - 1):
             raise ArgumentError(f"chains must be an int in [2, {min(10, variables - 1)}] (one digit each, the "
                                 f"query's chain and at least one other), got {chains!r} — pass e.g. chains=4")
-        longest = variables - chains + 1   # the query's chain when every other chain has one variable
-        if not _is_int(train_max) or not 1 <= train_max < longest:
-            raise ArgumentError(f"train_max must be an int in [1, {longest - 1}], got {train_max!r} — pass a hop "
-                                f"count below variables - chains + 1 = {longest}")
-        harder_max = min(longest, 2 * train_max) if harder_max is None else harder_max
-        if not _is_int(harder_max) or not train_max < harder_max <= longest:
-            raise ArgumentError(f"harder_max must be an int in [{train_max + 1}, {longest}], got {harder_max!r} — "
-                                f"pass a hop count above train_max and at most variables - chains + 1")
+        # The longest query chain: every other chain has one variable.
+        levels = _level_ranges(train_max, harder_max, variables - chains + 1, "variables - chains + 1")
         if not _is_int(queries) or not 1 <= queries <= chains:
             raise ArgumentError(f"queries must be an int in [1, {chains}] (one per chain, so that no answer can be "
                                 f"copied from another), got {queries!r} — pass e.g. queries={chains}")
@@ -65,8 +59,7 @@ class ChainTask(Task):
         self.variables = int(variables)
         self.labels = string.ascii_lowercase[:self.variables]
         self.name = name
-        self.train_levels = (1, int(train_max))
-        self.harder_levels = (int(train_max) + 1, int(harder_max))
+        self.train_levels, self.harder_levels = levels
 
     def solve(self, prompt: str) -> str:
         definitions, queries = self._parse(prompt)

@@ -23,7 +23,7 @@ import random
 import string
 
 from ...errors import ArgumentError
-from ._base import Task, _bad_prompt, _is_int
+from ._base import Task, _bad_prompt, _is_int, _level_ranges
 
 __all__ = ["JumpTask"]
 
@@ -52,18 +52,10 @@ class JumpTask(Task):
             raise ArgumentError(f"letters must be an int in [2, {min(26, cells // 2)}] (all different, at most half "
                                 f"the cells), got {letters!r} — pass e.g. letters=6")
         # The walk must fit beside the other letters: at most one cell per jump plus the letters.
-        longest = cells - letters
-        if not _is_int(train_max) or not 1 <= train_max < longest:
-            raise ArgumentError(f"train_max must be an int in [1, {longest - 1}], got {train_max!r} — pass a jump "
-                                f"count below cells - letters = {longest}")
-        harder_max = min(longest, 2 * train_max) if harder_max is None else harder_max
-        if not _is_int(harder_max) or not train_max < harder_max <= longest:
-            raise ArgumentError(f"harder_max must be an int in [{train_max + 1}, {longest}], got {harder_max!r} — "
-                                f"pass a jump count above train_max and at most cells - letters")
+        levels = _level_ranges(train_max, harder_max, cells - letters, "cells - letters")
         self.cells, self.letters = int(cells), int(letters)
         self.name = name
-        self.train_levels = (1, int(train_max))
-        self.harder_levels = (int(train_max) + 1, int(harder_max))
+        self.train_levels, self.harder_levels = levels
 
     def solve(self, prompt: str) -> str:
         return self._walk(prompt)[0]
