@@ -42,6 +42,10 @@ TASKS = {
     "jumps": "jumps: 32 cells of digits 1-3 and 10 different letters, then `:`; a walk starts at the last cell and "
              "moves left by each digit it stands on until it reaches a letter, the answer; the level is the number "
              "of jumps (1-4 in training, 5-12 harder), each resolved after the one before it",
+    "parity": "parity: 24 cells, blanks `-` then 1-24 bits, then `:`; the answer is the parity of the bits and the "
+              "level the number of bits (1-8 in training, 9-24 harder), all prompts the same length",
+    "digitsum": "digit sums: 16 cells, blanks `-` then 1-16 digits, then `:`; the answer is the last digit of their "
+                "sum and the level the number of digits (1-6 in training, 7-16 harder), all prompts the same length",
 }
 
 #: run folder name -> shipped short name (runs absent on this machine are skipped)
@@ -56,6 +60,8 @@ RUNS = {
     "looped-lm-dory-chains": "dory-chains",
     "looped-lm-dory-jumps": "dory-jumps",
     "looped-lm-dory-chains4q": "dory-chains4q",
+    "looped-lm-dory-parity": "dory-parity",
+    "looped-lm-dory-digitsum": "dory-digitsum",
 }
 #: The issue's bar: a checkpoint below it at its trained depth on in-range instances is not shipped.
 MIN_EXACT_MATCH = 0.90
@@ -71,6 +77,11 @@ def training_loops(recipe: dict) -> str:
 def description(recipe: dict) -> str:
     family = FAMILIES.get(recipe.get("family"), recipe.get("family"))
     task = TASKS.get(recipe.get("task"), recipe.get("task"))
+    window = recipe.get("attention_window")
+    if window is not None:
+        family += (f"; every layer a sliding-window layer over the last {window} tokens (itself included), so a "
+                   f"token hears {window - 1} cell(s) further per layer and the loop count bounds how far "
+                   "information travels")
     return (f"{family}; hidden size {recipe.get('hidden_size')}. Trained from scratch on CPU with "
             f"`jacobiscope.recipes.looped_lm` on {task}, at {training_loops(recipe)}, with EMA weights and the "
             "checkpoint chosen on fresh validation instances.")

@@ -7,7 +7,7 @@ import torch
 
 from jacobiscope.data import tasks
 from jacobiscope.data.tasks import (
-    AdditionTask, ChainTask, JumpTask, ReachabilityTask, TaskExample, encode, exact_match, get_task, list_tasks,
+    AdditionTask, ChainTask, DigitSumTask, JumpTask, ReachabilityTask, TaskExample, encode, exact_match, get_task, list_tasks,
     task_tokenizer,
 )
 from jacobiscope.errors import ArgumentError
@@ -70,7 +70,8 @@ def _walk_reference(prompt):
 
 
 def test_list_and_get():
-    assert TASKS == ["addition", "addition5", "chains", "chains10", "chains4q", "jumps", "reachability"]
+    assert TASKS == ["addition", "addition5", "chains", "chains10", "chains4q", "digitsum", "jumps", "parity",
+                     "reachability"]
     for name in TASKS:
         task = get_task(name)
         assert task.name == name
@@ -149,6 +150,34 @@ def test_jumps_against_dynamic_programming():
     assert task.solve("1" * 31 + "a:") == "a" and task.level_of("a" + "1" * 31 + ":") == 31
     small = JumpTask(cells=6, train_max=1, harder_max=3, letters=2)
     assert all(small.level_of(ex.prompt) == 3 for ex in small.generate(10, levels=3))
+
+
+def _running_sum_reference(prompt, modulus):
+    # A left-to-right automaton over the cells (blank: no change), as a one-cell-per-pass loop would run it: a
+    # different route from the task's sum of the digits.
+    state, seen = 0, 0
+    for cell in prompt[:-1]:
+        if cell != "-":
+            state, seen = (state + int(cell)) % modulus, seen + 1
+    return str(state), seen
+
+
+def test_digit_sums_against_a_running_automaton():
+    parity, digitsum = get_task("parity"), get_task("digitsum")
+    assert (parity.train_levels, parity.harder_levels) == ((1, 8), (9, 24))
+    assert (digitsum.train_levels, digitsum.harder_levels) == ((1, 6), (7, 16))
+    for task, modulus in ((parity, 2), (digitsum, 10)):
+        examples = task.generate(300, levels=task.supported_levels, seed=11)
+        for ex in examples:
+            assert (ex.answer, ex.level) == _running_sum_reference(ex.prompt, modulus)
+        # Digits of the row are uniform: every answer digit appears, at about its share.
+        counts = [sum(ex.answer == str(d) for ex in examples) for d in range(modulus)]
+        assert min(counts) > 300 / modulus / 2, counts
+    assert parity.solve("-" * 21 + "111:") == "1" and parity.solve("1" * 24 + ":") == "0"
+    assert digitsum.solve("-" * 12 + "9999:") == "6" and digitsum.level_of("0" * 16 + ":") == 16
+    small = DigitSumTask(cells=3, modulus=3, train_max=1)
+    assert (small.train_levels, small.harder_levels) == ((1, 1), (2, 2))
+    assert {ex.prompt[-2] in "012" for ex in small.generate(20, levels=2)} == {True}
 
 
 @pytest.mark.parametrize("name", TASKS)
@@ -244,6 +273,13 @@ def test_tokenizer_round_trip_offline(tmp_path):
     (lambda: get_task("chains").solve("ab,ba,c1,d1,e1,f1,g1,h1,i1,j1,k1,l1,m1,n1,o1,p1|a:"),
      ["not a chains prompt", "no cycle"]),
     (lambda: ReachabilityTask(nodes=11), ["nodes must be an int in [3, 10]"]),
+    (lambda: DigitSumTask(modulus=11), ["modulus must be an int in [2, 10]", "modulus=2 for parity"]),
+    (lambda: DigitSumTask(cells=1), ["cells must be an int in [2, 200]"]),
+    (lambda: DigitSumTask(cells=8, train_max=8), ["train_max must be an int in [1, 7]"]),
+    (lambda: get_task("parity").solve("-" * 24 + ":"), ["not a parity prompt", "at least one digit"]),
+    (lambda: get_task("parity").solve("-" * 22 + "12:"), ["not a parity prompt", "digit in 0-1"]),
+    (lambda: get_task("parity").solve("-" * 20 + "1-01:"), ["not a parity prompt", "blanks '-' then"]),
+    (lambda: get_task("digitsum").solve("123:"), ["not a digitsum prompt", "16 cells"]),
     (lambda: encode([], task_tokenizer()), ["at least one example"]),
     (lambda: encode([TaskExample("1+2=", "3", 0)], task_tokenizer(), max_length=3), ["max_length=3", ">= 7"]),
     (lambda: encode([TaskExample("1 + 2=", "3", 0)], task_tokenizer()), ["outside the task vocabulary", "[' ']"]),

@@ -47,6 +47,21 @@ def test_the_loop_knob_sets_the_depth_of_the_next_forward(family):
     assert (at_three - at_two).abs().max() > 1e-6
 
 
+@pytest.mark.parametrize("window, loops", [(2, 1), (2, 3), (3, 2)])
+def test_attention_window_bounds_how_far_a_token_hears_by_the_loop_count(window, loops):
+    """Dory with a sliding window: the last token's logits depend on exactly the last (layers * (window - 1) + 1)
+    tokens, layers = input + loops + output — read from the dense gradient with respect to every input embedding."""
+    torch.manual_seed(0)
+    model = build_model(_tiny("dory", attention_window=window, loops=loops)).eval()
+    assert set(model.config.layer_types) == {"sliding_attention"} and model.config.sliding_window == window
+    ids = _batch(1, task="parity")["input_ids"][:, :-2]          # <bos>, 24 cells, ":"
+    embeds = model.model.embed_tokens(ids).detach().requires_grad_(True)
+    model(inputs_embeds=embeds, use_cache=False).logits[0, -1].sum().backward()
+    heard = embeds.grad[0].abs().sum(-1) > 0
+    reach = (loops + 2) * (window - 1)
+    assert heard.nonzero().flatten().tolist() == list(range(ids.shape[1] - 1 - reach, ids.shape[1]))
+
+
 def test_exact_match_rate_restores_the_knob_and_mode():
     model = build_model(_tiny("dory", loops=2)).train()
     rate = exact_match_rate(model, _batch(4), loops=5)
@@ -107,6 +122,8 @@ def test_collator_draws_loop_counts_in_range_from_its_seed():
     (dict(family="dory", inner_loops=2), ["inner_loops=2", "set inner_loops to 1"]),
     (dict(num_experts=2, experts_per_token=3), ["experts_per_token=3", "num_experts=2"]),
     (dict(learning_rate="1e-3"), ["learning_rate must be a number"]),
+    (dict(family="hrm_text", attention_window=2), ["attention_window=2 is Dory's sliding window", "to null"]),
+    (dict(attention_window=0), ["attention_window must be an int in [1, 4096]"]),
 ])
 def test_recipe_fields_are_checked_on_construction(fields, words):
     with pytest.raises(RecipeError) as info:
@@ -223,6 +240,26 @@ def test_best_folder_loads_with_plain_transformers_offline(tmp_path):
     assert exact_match_rate(model, check, 2) == marker["exact_match"]
 
 
+def test_best_is_chosen_in_range_first_then_by_how_far_past_training_it_goes():
+    """The selection order: exact match at the trained depth, then its mean over the validation loops, then the mean
+    on the harder instances; a record from before the harder per-loop scores loses that last comparison."""
+    from jacobiscope.recipes._looped_lm_callbacks import ValidationCallback
+
+    def record(step, at_depth, mean, harder=None):
+        row = {"step": step, "exact_match": at_depth, "exact_match_mean": mean, "validation": "key"}
+        return row if harder is None else {**row, "harder_exact_match_mean": harder}
+
+    callback = ValidationCallback.__new__(ValidationCallback)
+    callback.key = "key"
+    for order in (1, -1):
+        rows = [record(500, 1.0, 0.96), record(1000, 1.0, 0.96, harder=0.72), record(1500, 1.0, 0.96, harder=0.91),
+                record(2000, 0.99, 0.99, harder=1.0), record(2500, 1.0, 0.95, harder=1.0)]
+        callback.history = rows[::order]
+        assert callback.best_record()["step"] == 1500
+    callback.history = [record(500, 1.0, 0.96), record(1000, 1.0, 0.96, harder=0.0)]
+    assert callback.best_record()["step"] == 1000
+
+
 def test_shipped_recipes_are_valid_and_cover_the_three_families():
     from pathlib import Path
 
@@ -233,5 +270,15 @@ def test_shipped_recipes_are_valid_and_cover_the_three_families():
     ranges = [recipe.training_loops() for recipe in recipes.values()]
     assert any(low < high for low, high in ranges) and any(low == high for low, high in ranges)
     assert all(recipe.threads == 1 for recipe in recipes.values())
-    # Addition for the shipped set; variable chains and jumps for the depth question (one step per loop at most).
-    assert {recipe.task for recipe in recipes.values()} <= {"addition5", "chains", "chains10", "chains4q", "jumps"}
+    # A windowed recipe on a digit-sum row can hear its farthest training digit at its fewest training loops: the
+    # answer position hears (loops + 2) * (window - 1) cells back (input layer, loops, output layer).
+    from jacobiscope.data.tasks import DigitSumTask
+
+    windowed = [r for r in recipes.values() if r.attention_window is not None]
+    assert windowed
+    for recipe in windowed:
+        task = get_task(recipe.task)
+        assert isinstance(task, DigitSumTask)
+        reach = (recipe.training_loops()[0] + 2) * (recipe.attention_window - 1)
+        assert reach >= task.train_levels[1], recipe
+        assert (4 * recipe.loops + 2) * (recipe.attention_window - 1) >= task.harder_levels[1], recipe

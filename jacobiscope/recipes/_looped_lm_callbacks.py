@@ -74,8 +74,11 @@ def save_loadable(model, tokenizer, folder: Path, marker: dict | None = None) ->
 
 class ValidationCallback(TrainerCallback):
     """At each save: exact match of the raw and the EMA weights on the validation instances (in range, at every
-    validation loop count; harder-than-trained at the trained depth), appended to ``validation_history.json`` and
-    logged; the best at the trained depth (ties: the mean over the validation loops) is written to ``best/``."""
+    validation loop count; harder-than-trained at the trained depth and at every validation loop count), appended to
+    ``validation_history.json`` and logged; the best at the trained depth is written to ``best/`` (ties: the mean over
+    the validation loops in range, then the mean over them on the harder instances — of two checkpoints equally right
+    in range, the one that goes further past its training). Both sets are fresh validation instances, never the
+    instances a card is measured on."""
 
     def __init__(self, recipe, ema, out_dir: Path, tokenizer):
         from ..data.tasks import encode
@@ -96,8 +99,10 @@ class ValidationCallback(TrainerCallback):
         self.trainer = trainer
         return self
 
-    def _score_key(self, record: dict) -> tuple:
-        return (record["exact_match"], record["exact_match_mean"])
+    @staticmethod
+    def _score_key(record: dict) -> tuple:
+        # Records written before the harder per-loop scores existed rank below any that has them on that last key.
+        return (record["exact_match"], record["exact_match_mean"], record.get("harder_exact_match_mean", -1.0))
 
     def best_record(self) -> dict | None:
         comparable = [r for r in self.history if r.get("validation") == self.key]
@@ -115,9 +120,11 @@ class ValidationCallback(TrainerCallback):
         scores = {}
         for name, candidate in candidates.items():
             per_loop = {str(t): exact_match_rate(candidate, self.in_range, t) for t in self.loops}
+            harder = {str(t): exact_match_rate(candidate, self.harder, t) for t in self.loops}
             scores[name] = {"exact_match": exact_match_rate(candidate, self.in_range, self.recipe.loops),
                             "exact_match_mean": sum(per_loop.values()) / len(per_loop), "per_loop": per_loop,
-                            "harder_exact_match": exact_match_rate(candidate, self.harder, self.recipe.loops)}
+                            "harder_exact_match": exact_match_rate(candidate, self.harder, self.recipe.loops),
+                            "harder_per_loop": harder, "harder_exact_match_mean": sum(harder.values()) / len(harder)}
         winner = max(scores, key=lambda name: self._score_key(scores[name]))
         record = {"step": state.global_step, "weights": winner, **scores[winner], "all": scores,
                   "validation": self.key, "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
@@ -129,9 +136,10 @@ class ValidationCallback(TrainerCallback):
             save_loadable(candidates[winner], self.tokenizer, self.out_dir / BEST,
                           {k: record[k] for k in ("step", "weights", "exact_match", "harder_exact_match", "time")})
             logger.info("best/ now holds step %d (%s weights)", state.global_step, winner)
-        logger.info("[looped-lm %s] step %d: exact match %.3f at %d loops (%s weights), per loop %s, harder %.3f",
-                    self.recipe.task, state.global_step, record["exact_match"], self.recipe.loops, winner,
-                    record["per_loop"], record["harder_exact_match"])
+        logger.info("[looped-lm %s] step %d: exact match %.3f at %d loops (%s weights), per loop %s, harder %.3f, "
+                    "harder per loop %s", self.recipe.task, state.global_step, record["exact_match"],
+                    self.recipe.loops, winner, record["per_loop"], record["harder_exact_match"],
+                    record["harder_per_loop"])
         target = self.recipe.target_exact_match
         if target is not None and record["exact_match"] >= target:
             self.reached = state.global_step

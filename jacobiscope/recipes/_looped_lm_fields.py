@@ -56,6 +56,7 @@ LOOPED_LM_FIELDS: dict = {
     "inner_loops": (_int_field(1, 16), "model"),
     "num_experts": (_int_field(1, 64), "model"),
     "experts_per_token": (_int_field(1, 64), "model"),
+    "attention_window": (_int_field(1, 4096, optional=True), "model"),
     "loops": (_int_field(1, MAX_LM_LOOPS, budget=_LOOPS_WHY), "apply"),
     "loops_min": (_int_field(1, MAX_LM_LOOPS, optional=True, budget=_LOOPS_WHY), "data"),
     "loops_max": (_int_field(1, MAX_LM_LOOPS, optional=True, budget=_LOOPS_WHY), "data"),

@@ -33,7 +33,9 @@ class LoopedLMRecipe:
     ``loops_max`` draw each batch's loop count uniformly from that range (null: the fixed count ``loops``).
     ``num_layers`` is the depth of the looped stack (HRM-Text: layers per stack; Dory: recurrent layers; Inkling-2
     loop: looped layers), ``inner_loops`` HRM-Text's L_cycles, ``num_experts`` / ``experts_per_token`` Inkling-2's
-    mixture of experts. ``curriculum_steps`` opens the task's train levels one at a time over that many first steps
+    mixture of experts. ``attention_window`` (Dory only) makes every layer a sliding-window layer that sees that many
+    tokens, itself included (null: full attention): with a window of 2 a token hears one cell further per layer, so
+    the loop count bounds how far information travels and a task's depth cannot be shortcut in one pass. ``curriculum_steps`` opens the task's train levels one at a time over that many first steps
     (easiest first; 0: every level from the start; see `GeneratedTaskDataset`). ``target_exact_match`` ends the run at the first save whose validation exact match at the
     trained depth reaches it (null: train to ``max_steps``); ``max_seconds`` ends it after that much time (a later
     call resumes).
@@ -58,6 +60,7 @@ class LoopedLMRecipe:
     inner_loops: int = 1
     num_experts: int = 4
     experts_per_token: int = 2
+    attention_window: int | None = None
     loops: int = 4
     loops_min: int | None = None
     loops_max: int | None = None
@@ -105,6 +108,9 @@ class LoopedLMRecipe:
         if self.family != "hrm_text" and self.inner_loops != 1:
             raise RecipeError(f"recipe: inner_loops={self.inner_loops} is HRM-Text's L_cycles, but family is "
                               f"{self.family!r} — set inner_loops to 1 (or family to 'hrm_text')")
+        if self.attention_window is not None and self.family != "dory":
+            raise RecipeError(f"recipe: attention_window={self.attention_window} is Dory's sliding window, but family "
+                              f"is {self.family!r} — set attention_window to null (or family to 'dory')")
         self.training_loops()
         return self
 
@@ -152,11 +158,14 @@ def model_config(recipe: LoopedLMRecipe):
         return transformers.HrmTextConfig(intermediate_size=r.intermediate_size, num_hidden_layers=r.num_layers,
                                           H_cycles=r.loops, L_cycles=r.inner_loops, prefix_lm=False, **shared)
     if r.family == "dory":
-        # One input and one output layer around the looped stack, full attention everywhere (short sequences).
+        # One input and one output layer around the looped stack; full attention everywhere (short sequences) unless
+        # the recipe asks for a sliding window, which then bounds every layer.
         layers = r.num_layers + 2
+        window = {} if r.attention_window is None else {"sliding_window": r.attention_window}
+        kind = "full_attention" if r.attention_window is None else "sliding_attention"
         return transformers.DoryConfig(intermediate_size=r.intermediate_size, num_hidden_layers=layers,
                                        n_input_layers=1, n_output_layers=1, num_key_value_heads=r.num_heads,
-                                       n_recurrent_loops=r.loops, layer_types=["full_attention"] * layers, **shared)
+                                       n_recurrent_loops=r.loops, layer_types=[kind] * layers, **window, **shared)
     layers = r.num_layers + 2
     shared.pop("max_position_embeddings")
     return transformers.Inkling2LoopTextConfig(

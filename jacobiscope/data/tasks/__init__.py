@@ -1,12 +1,12 @@
 """Seeded text tasks whose difficulty needs more loops, at a fixed input length: addition with carry chains,
 reachability by hops, variable chains,
-jumps.
+jumps, digit sums (parity).
 
 Example::
 
     >>> from jacobiscope.data.tasks import encode, get_task, list_tasks, task_tokenizer
     >>> list_tasks()
-    ['addition', 'addition5', 'chains', 'chains10', 'chains4q', 'jumps', 'reachability']
+    ['addition', 'addition5', 'chains', 'chains10', 'chains4q', 'digitsum', 'jumps', 'parity', 'reachability']
     >>> task = get_task("addition")
     >>> examples = task.generate(4, seed=0)
     >>> all(task.solve(ex.prompt) == ex.answer and task.level_of(ex.prompt) == ex.level for ex in examples)
@@ -27,6 +27,7 @@ from __future__ import annotations
 from ._addition import AdditionTask
 from ._base import MAX_EXAMPLES, Task, TaskExample
 from ._chains import ChainTask
+from ._digit_sum import DigitSumTask
 from ._jumps import JumpTask
 from ._encode import IGNORE_INDEX, encode, exact_match
 from ._reachability import ReachabilityTask
@@ -40,6 +41,7 @@ __all__ = [
     "ReachabilityTask",
     "ChainTask",
     "JumpTask",
+    "DigitSumTask",
     "get_task",
     "list_tasks",
     "task_tokenizer",

@@ -4,7 +4,7 @@ Example::
 
     >>> from jacobiscope.data.tasks import get_task, list_tasks
     >>> list_tasks()
-    ['addition', 'addition5', 'chains', 'chains10', 'chains4q', 'jumps', 'reachability']
+    ['addition', 'addition5', 'chains', 'chains10', 'chains4q', 'digitsum', 'jumps', 'parity', 'reachability']
     >>> get_task("addition").train_levels
     (0, 4)
 """
@@ -16,6 +16,7 @@ from ...errors import ArgumentError
 from ._addition import AdditionTask
 from ._base import Task
 from ._chains import ChainTask
+from ._digit_sum import DigitSumTask
 from ._jumps import JumpTask
 from ._reachability import ReachabilityTask
 
@@ -38,6 +39,10 @@ _FACTORIES = {
     # Jumps (32 cells, 10 letters): 1-4 jumps in training, 5-12 held out; each jump a look 1-3 cells back from where
     # the walk stands, resolved one after another.
     "jumps": lambda: JumpTask(cells=32, train_max=4, harder_max=12, letters=10),
+    # Parity of 1-8 bits in training, 9-24 held out, always 24 cells: a running sum carried a cell per pass.
+    "parity": lambda: DigitSumTask(cells=24, modulus=2, train_max=8, harder_max=24, name="parity"),
+    # The last digit of the sum of 1-6 digits in training, 7-16 held out, always 16 cells.
+    "digitsum": lambda: DigitSumTask(cells=16, modulus=10, train_max=6, harder_max=16, name="digitsum"),
 }
 
 
@@ -55,7 +60,7 @@ def get_task(name: str) -> Task:
         >>> get_task("additon")
         Traceback (most recent call last):
         ...
-        jacobiscope.errors.ArgumentError: unknown task 'additon' — pass one of ['addition', 'addition5', 'chains', 'chains10', 'chains4q', 'jumps', 'reachability'] (did you mean 'addition'?)
+        jacobiscope.errors.ArgumentError: unknown task 'additon' — pass one of ['addition', 'addition5', 'chains', 'chains10', 'chains4q', 'digitsum', 'jumps', 'parity', 'reachability'] (did you mean 'addition'?)
     """
     if isinstance(name, Task):
         return name
