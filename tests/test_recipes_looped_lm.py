@@ -240,9 +240,9 @@ def test_best_folder_loads_with_plain_transformers_offline(tmp_path):
     assert exact_match_rate(model, check, 2) == marker["exact_match"]
 
 
-def test_best_is_chosen_in_range_first_then_by_how_far_past_training_it_goes():
-    """The selection order: exact match at the trained depth, then its mean over the validation loops, then the mean
-    on the harder instances; a record from before the harder per-loop scores loses that last comparison."""
+def test_best_is_chosen_at_the_depth_first_then_by_how_far_past_training_it_goes():
+    """The selection order: exact match at the trained depth, then the mean over the validation loops of the in-range
+    and the harder exact match, then the later step; a record from before the harder scores counts them as 0."""
     from jacobiscope.recipes._looped_lm_callbacks import ValidationCallback
 
     def record(step, at_depth, mean, harder=None):
@@ -252,12 +252,15 @@ def test_best_is_chosen_in_range_first_then_by_how_far_past_training_it_goes():
     callback = ValidationCallback.__new__(ValidationCallback)
     callback.key = "key"
     for order in (1, -1):
-        rows = [record(500, 1.0, 0.96), record(1000, 1.0, 0.96, harder=0.72), record(1500, 1.0, 0.96, harder=0.91),
-                record(2000, 0.99, 0.99, harder=1.0), record(2500, 1.0, 0.95, harder=1.0)]
-        callback.history = rows[::order]
+        # 1,500 wins: 2,000 is worse at the depth; 1,000's in-range mean is higher (a luckier coin at too few loops)
+        # but its harder instances lag; 2,500 is a hair lower pooled.
+        rows = [record(500, 1.0, 0.96), record(1000, 1.0, 0.96, harder=0.66), record(1500, 1.0, 0.954, harder=0.70),
+                record(2000, 0.99, 0.99, harder=1.0), record(2500, 1.0, 0.95, harder=0.70)]
+        callback.history = sorted(rows, key=lambda r: r["step"] * order)
         assert callback.best_record()["step"] == 1500
-    callback.history = [record(500, 1.0, 0.96), record(1000, 1.0, 0.96, harder=0.0)]
-    assert callback.best_record()["step"] == 1000
+    callback.history = [record(500, 1.0, 0.96), record(1000, 1.0, 0.96, harder=0.0), record(1500, 1.0, 0.90)]
+    assert callback.best_record()["step"] == 1000   # ties go to the later step
+    assert ValidationCallback._score_key(record(1, 1.0, 0.9, harder=0.5)) == (1.0, 0.7)
 
 
 def test_shipped_recipes_are_valid_and_cover_the_three_families():

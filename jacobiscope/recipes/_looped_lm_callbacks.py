@@ -76,9 +76,9 @@ class ValidationCallback(TrainerCallback):
     """At each save: exact match of the raw and the EMA weights on the validation instances (in range, at every
     validation loop count; harder-than-trained at the trained depth and at every validation loop count), appended to
     ``validation_history.json`` and logged; the best at the trained depth is written to ``best/`` (ties: the mean over
-    the validation loops in range, then the mean over them on the harder instances — of two checkpoints equally right
-    in range, the one that goes further past its training). Both sets are fresh validation instances, never the
-    instances a card is measured on."""
+    the validation loops of the in-range and the harder instances' exact match — of two checkpoints equally right at
+    their depth, the one that goes further past its training; then the later one). Both sets are fresh validation
+    instances, never the instances a card is measured on."""
 
     def __init__(self, recipe, ema, out_dir: Path, tokenizer):
         from ..data.tasks import encode
@@ -101,12 +101,15 @@ class ValidationCallback(TrainerCallback):
 
     @staticmethod
     def _score_key(record: dict) -> tuple:
-        # Records written before the harder per-loop scores existed rank below any that has them on that last key.
-        return (record["exact_match"], record["exact_match_mean"], record.get("harder_exact_match_mean", -1.0))
+        # The in-range mean alone is no tie-break: at loop counts too few for the longest in-range instances it is a
+        # coin flip on them. A record from before the harder per-loop scores existed counts them as 0.
+        pooled = (record["exact_match_mean"] + record.get("harder_exact_match_mean", 0.0)) / 2
+        return (record["exact_match"], pooled)
 
     def best_record(self) -> dict | None:
+        """The record ``best/`` holds: the highest score, the latest of equals."""
         comparable = [r for r in self.history if r.get("validation") == self.key]
-        return max(comparable, key=self._score_key, default=None)
+        return max(comparable, key=lambda r: (self._score_key(r), r["step"]), default=None)
 
     def on_train_begin(self, args, state, control, model=None, **kwargs):
         # Records after the resumed step belong to steps this run does again.
@@ -131,7 +134,7 @@ class ValidationCallback(TrainerCallback):
         best = self.best_record()
         self.history.append(record)
         atomic_write_text(self.out_dir / HISTORY_FILE, json.dumps(self.history, indent=1))
-        if best is None or self._score_key(record) > self._score_key(best):
+        if best is None or self._score_key(record) >= self._score_key(best):
             set_loops(candidates[winner], self.recipe.loops)
             save_loadable(candidates[winner], self.tokenizer, self.out_dir / BEST,
                           {k: record[k] for k in ("step", "weights", "exact_match", "harder_exact_match", "time")})
