@@ -11,7 +11,7 @@ Example::
 
 For a map of a few dozen numbers (Hénon, Lorenz-96, the logistic map) a jvp costs what the Python around it costs:
 k jvps per loop spend ~0.3 ms on the Hénon map where the arithmetic is a few nanoseconds. Here the orbit runs alone
-(one forward per loop, no tangents), the Jacobians ``J_t`` of ``CHUNK`` loops come from one forward-mode call
+(one forward per loop, no tangents), the Jacobians ``J_t`` of a chunk of loops come from one forward-mode call
 vectorized over the loops and the D basis vectors, and the frame is carried by ``Q_{t+1} R_t = J_t Q_t`` on
 ``[batch, D, k]`` matrices. The numbers are those of the jvp loop (same products, same QR) to rounding.
 """
@@ -24,7 +24,16 @@ from ._tangent_step import _orthonormalize  # the jvp loop's QR (diag R > 0): on
 __all__ = ["dense_pays", "dense_qr_rows", "DENSE_MAX_STATE"]
 
 DENSE_MAX_STATE = 64  # a D x D Jacobian per loop stays cheaper than k jvps up to here (Lorenz-96 N = 40 measured)
-CHUNK = 512  # loops whose Jacobians are formed at once: CHUNK * batch * D^2 numbers (16 MiB at D = 64, float64)
+CHUNK = 512  # at most this many loops' Jacobians formed at once
+# ... and at most this many Jacobian entries (chunk * batch * D^2) per chunk: every intermediate of the batched
+# forward-mode call is that big, and past ~2 MiB of float64 it falls out of cache (Lorenz-96, D = 40: 58 us a loop
+# in chunks of 128, 114 us in chunks of 512; below ~32 loops a call's vmap overhead, ~3 ms, dominates).
+CHUNK_ENTRIES = 1 << 18
+
+
+def chunk_loops(batch: int, size: int) -> int:
+    """Loops per batched Jacobian call for ``batch`` trajectories of ``size`` numbers."""
+    return max(32, min(CHUNK, CHUNK_ENTRIES // max(1, batch * size * size)))
 
 
 def dense_pays(looped_map, x, frame, size: int, compile) -> bool:
@@ -72,8 +81,9 @@ def dense_qr_rows(looped_map, x, frame, total: int, transient: int, reorth_every
     Q = frame.reshape(k, batch, size).permute(1, 2, 0)  # [batch, D, k]
     t = 0
     step = _orbit_step(looped_map)
+    chunk = chunk_loops(batch, size)
     while t < total:
-        n = min(CHUNK, total - t)
+        n = min(chunk, total - t)
         states = [x]
         for _ in range(n):
             states.append(step(states[-1]))
