@@ -12,9 +12,9 @@ A claim about models is decided on an effect with an interval, never on a differ
 - `paired_difference` (the same inputs scored twice: puzzles with and without votes): bootstrap over the pairs and
   a sign-flip permutation test (exact up to `EXACT_LIMIT` sign patterns).
 - `rank_correlation` (Spearman's rho over checkpoints): bootstrap over the pairs and a permutation test.
-- `verdict`: "reproduced" when the whole interval lies beyond ``margin`` in the claimed direction, "refuted" when
-  it lies beyond ``margin`` the other way, else "inconclusive at this budget" with the sample size that would
-  decide (the interval's half-width shrinks as 1/sqrt(n)). Too few values for an interval: "not testable here".
+- `verdict`: "reproduced" when the whole interval lies beyond ``margin`` in the claimed direction and the test's
+  p < 0.05, "refuted" when both hold the other way, else "inconclusive at this budget" with the sample size that
+  would decide (the interval's half-width shrinks as 1/sqrt(n)). Too few values for an interval: "not testable here".
 - `median_iqr` and `outliers` (beyond 3 interquartile ranges of the quartiles): a table cell carried by one value is
   named, never averaged away unnoticed.
 
@@ -125,10 +125,16 @@ def verdict(effect: Effect | None, claimed: str, *, margin: float = 0.0) -> tupl
     sign = 1.0 if claimed == "greater" else -1.0
     low, high = sorted((sign * effect.low, sign * effect.high))
     interval = f"95% interval [{effect.low:+.3g}, {effect.high:+.3g}]"
-    if low > margin:
-        return REPRODUCED, f"{interval} lies beyond {margin:g} in the claimed direction"
-    if high < -margin:
-        return REFUTED, f"{interval} lies beyond {margin:g} against the claimed direction"
+    # A bootstrap interval of two or three values is the range of their means and can sit off zero while no
+    # arrangement of so few values can be significant: the test has to agree before a word is given.
+    significant = effect.p_value < 1 - CONFIDENCE
+    if low > margin and significant:
+        return REPRODUCED, f"{interval} lies beyond {margin:g} in the claimed direction, p = {effect.p_value:.3g}"
+    if high < -margin and significant:
+        return REFUTED, f"{interval} lies beyond {margin:g} against the claimed direction, p = {effect.p_value:.3g}"
+    if low > margin or high < -margin:
+        return INCONCLUSIVE, (f"{interval} lies off {margin:g} but the test does not (p = {effect.p_value:.3g}): too "
+                              f"few values for the test to decide ({'/'.join(map(str, effect.sizes))})")
     return INCONCLUSIVE, f"{interval} includes {'zero' if margin == 0 else f'+/-{margin:g}'}; {needed_sizes(effect)}"
 
 
@@ -197,3 +203,73 @@ def _ranks(v: np.ndarray) -> np.ndarray:
         if tied.sum() > 1:
             ranks[tied] = ranks[tied].mean()
     return ranks
+
+
+def summary_difference(first: tuple, second: tuple, *, what: str = "difference of means") -> Effect:
+    """``mean1 - mean2`` from summaries ``(mean, sd, n)`` (a card keeps the mean and s.d. over its puzzles, not each
+    value): Welch's t interval (Welch-Satterthwaite degrees of freedom) and its two-sided p-value."""
+    from scipy import stats as scipy_stats
+
+    (m1, s1, n1), (m2, s2, n2) = first, second
+    if min(n1, n2) < 2:
+        raise ValueError(f"summary_difference needs n >= 2 on each side, got {n1} and {n2}")
+    v1, v2 = s1 * s1 / n1, s2 * s2 / n2
+    error = math.sqrt(v1 + v2)
+    df = (v1 + v2) ** 2 / (v1 * v1 / (n1 - 1) + v2 * v2 / (n2 - 1)) if error > 0 else float(n1 + n2 - 2)
+    estimate = m1 - m2
+    half = float(scipy_stats.t.ppf(0.5 + CONFIDENCE / 2, df)) * error
+    p_value = float(2 * scipy_stats.t.sf(abs(estimate) / error, df)) if error > 0 else float(estimate == 0)
+    return Effect(what, float(estimate), estimate - half, estimate + half, p_value,
+                  "Welch t interval from the cards' per-input mean and s.d.", (int(n1), int(n2)))
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One tested part of a claim, as REPRODUCTION.md shows it: what was tested, by which test, the effect with its
+    95% interval, over which loop window, seeds and inputs, and the word the rule gave. ``counted=False``: a
+    sensitivity row (another window), shown beside the verdict, not part of it."""
+
+    part: str
+    test: str
+    effect: str
+    window: str
+    seeds: str
+    inputs: str
+    verdict: str
+    why: str = ""
+    counted: bool = True
+
+
+def evidence(part: str, effect: Effect | None, claimed: str, *, window: str, seeds: str, inputs: str,
+             margin: float = 0.0, scale: float = 1.0, unit: str = "", counted: bool = True,
+             missing: str = "too few values for an interval") -> Evidence:
+    """The `Evidence` of ``effect`` tested against ``claimed`` (``"greater"`` / ``"less"`` than 0 by ``margin``);
+    ``effect`` None: "not testable here" with ``missing`` as the reason."""
+    word, why = verdict(effect, claimed, margin=margin)
+    if effect is None:
+        return Evidence(part, "-", "-", window, seeds, inputs, word, missing, counted)
+    return Evidence(part, effect.test, f"{effect.what}: {effect.words(scale, unit)}", window, seeds, inputs, word,
+                    why, counted)
+
+
+def combine(parts: list[Evidence]) -> str:
+    """The claim's word from its counted parts: their common word when they agree; "partly" when at least one part
+    is reproduced and another is not; else the weakest word among them (not testable < inconclusive < refuted
+    only when every part is refuted)."""
+    words = [part.verdict for part in parts if part.counted]
+    if not words:
+        raise ValueError("a claim needs at least one counted part of evidence")
+    if len(set(words)) == 1:
+        return words[0]
+    if REPRODUCED in words:
+        return "partly"
+    return INCONCLUSIVE if INCONCLUSIVE in words or REFUTED in words else NOT_TESTABLE
+
+
+def evidence_table(parts: list[Evidence], scale_note: str = "") -> str:
+    """The markdown table of a claim's evidence (a sensitivity row says so in its verdict cell)."""
+    rows = ["| part | test | effect (95% interval) | window | seeds | inputs | verdict |", "|---|---|---|---|---|---|---|"]
+    for p in parts:
+        word = p.verdict if p.counted else f"{p.verdict} (sensitivity: not counted)"
+        rows.append(f"| {p.part} | {p.test} | {p.effect} | {p.window} | {p.seeds} | {p.inputs} | {word} |")
+    return "\n".join(rows) + (f"\n\n{scale_note}" if scale_note else "")

@@ -65,9 +65,46 @@ def test_rank_correlation_against_scipy():
     (-0.10, -0.02, "less", "reproduced"), (-0.03, 0.08, "greater", "inconclusive at this budget"),
 ])
 def test_verdict_words_follow_the_interval(low, high, claimed, word):
-    effect = stats.Effect("x", (low + high) / 2, low, high, 0.1, "test", (5, 5))
+    effect = stats.Effect("x", (low + high) / 2, low, high, 0.01, "test", (5, 5))
     assert stats.verdict(effect, claimed)[0] == word
     assert stats.verdict(None, claimed)[0] == "not testable here"
+    # the test must agree: an interval off zero with p >= 0.05 (two or three seeds) decides nothing
+    weak = stats.Effect("x", (low + high) / 2, low, high, 0.25, "test", (2, 2))
+    word, why = stats.verdict(weak, claimed)
+    assert word == "inconclusive at this budget" and ("too few values" in why or "includes" in why)
+
+
+def test_two_seeds_never_decide_even_when_their_bootstrap_interval_is_off_zero():
+    effect = stats.paired_difference([0.30, 0.31], [0.10, 0.12])
+    assert effect.low > 0 and effect.p_value >= 0.5
+    assert stats.verdict(effect, "greater")[0] == "inconclusive at this budget"
+    # six pairs, all the same way: the exact sign-flip test reaches 2/64 and the word follows
+    six = stats.paired_difference([0.30, 0.31, 0.29, 0.33, 0.32, 0.30], [0.10, 0.12, 0.11, 0.1, 0.13, 0.09])
+    assert six.p_value == pytest.approx(2 / 64) and stats.verdict(six, "greater")[0] == "reproduced"
+
+
+def test_claim_words_combine_their_counted_parts():
+    def part(word, counted=True):
+        return stats.Evidence("p", "t", "e", "w", "s", "i", word, counted=counted)
+
+    assert stats.combine([part("reproduced"), part("reproduced"), part("refuted", counted=False)]) == "reproduced"
+    assert stats.combine([part("reproduced"), part("inconclusive at this budget")]) == "partly"
+    assert stats.combine([part("refuted"), part("inconclusive at this budget")]) == "inconclusive at this budget"
+    assert stats.combine([part("not testable here"), part("not testable here")]) == "not testable here"
+    with pytest.raises(ValueError, match="at least one counted part"):
+        stats.combine([part("reproduced", counted=False)])
+
+
+def test_summary_intervals_against_scipys_t_tests():
+    import numpy as np
+
+    rng = np.random.default_rng(3)
+    a, b = rng.normal(0.1, 0.05, 16), rng.normal(0.05, 0.08, 12)
+    effect = stats.summary_difference((a.mean(), a.std(ddof=1), 16), (b.mean(), b.std(ddof=1), 12))
+    reference = scipy.stats.ttest_ind(a, b, equal_var=False)
+    assert effect.p_value == pytest.approx(reference.pvalue, rel=1e-9)
+    low, high = reference.confidence_interval(0.95)
+    assert (effect.low, effect.high) == (pytest.approx(low, rel=1e-9), pytest.approx(high, rel=1e-9))
 
 
 def test_inconclusive_names_the_sample_that_would_decide():
@@ -77,7 +114,7 @@ def test_inconclusive_names_the_sample_that_would_decide():
     assert word == "inconclusive at this budget" and "about n = 25 / 25" in why
     assert "no sample size" in stats.needed_sizes(stats.Effect("x", 0.0, -0.1, 0.1, 1.0, "t", (3, 3)))
     # a margin: an interval inside it decides nothing
-    assert stats.verdict(stats.Effect("x", 0.015, 0.01, 0.02, 0.01, "t", (9, 9)), "greater", margin=0.02)[0] == \
+    assert stats.verdict(stats.Effect("x", 0.015, 0.01, 0.02, 0.001, "t", (9, 9)), "greater", margin=0.02)[0] == \
         "inconclusive at this budget"
 
 
