@@ -134,7 +134,8 @@ def _keeps(per_loop: dict) -> str:
 
 def table(ship_dir: Path) -> str:
     rows = ["| variant | change | ID T=16 / 32 / 33 / 128 | RRN T=16 / 32 / 33 / 128 | fresh T=16 / 32 / 33 / 128 | "
-            "ID blank cells T=16 / 128 | keeps scaling ID / RRN / fresh | max Lyapunov | ‖J‖ at T |",
+            "ID blank cells T=16 / 128 | keeps scaling ID / RRN / fresh | max Lyapunov, median [IQR] | "
+            "‖J‖ at T, median [IQR] |",
             "|---|---|---|---|---|---|---|---|---|"]
     for name in ZOO["variants"]:
         path = ship_dir / name / "results.json"
@@ -153,8 +154,17 @@ def table(ship_dir: Path) -> str:
         change = ", ".join(f"{k}={v}" for k, v in ZOO["variants"][name][1].items()) or "base"
         dynamics = results["dynamics_id"]
         rows.append(f"| `{name}` | {change} | {cells[0]} | {cells[1]} | {cells[2]} | {blanks} | {scaling} | "
-                    f"{dynamics['max_lyapunov_mean']:.3f} | {dynamics['spectral_norm_end_mean']:.2f} |")
+                    f"{_spread(dynamics, 'max_lyapunov', 3)} | {_spread(dynamics, 'spectral_norm_end', 2)} |")
     return "\n".join(rows)
+
+
+def _spread(dynamics: dict, key: str, digits: int) -> str:
+    """``median [q1, q3]`` (a flag when a puzzle lies beyond 3 IQR); a card measured before medians: its mean."""
+    if f"{key}_median" not in dynamics:
+        return f"mean {dynamics[f'{key}_mean']:.{digits}f}"
+    low, high = dynamics[f"{key}_iqr"]
+    flag = f", {len(dynamics[f'{key}_outliers'])} outlier(s)" if dynamics.get(f"{key}_outliers") else ""
+    return f"{dynamics[f'{key}_median']:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]{flag}"
 
 
 def update_readme(ship_dir: Path, readme: Path = ROOT / "README.md") -> int:

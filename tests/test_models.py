@@ -72,6 +72,19 @@ def test_akorn_state_stays_on_the_oscillator_spheres():
     assert torch.allclose(norms, torch.ones_like(norms), atol=1e-5)
 
 
+def test_akorn_start_state_of_one_seed_is_the_same_in_float64():
+    """A float64 copy of the model (as cards measure dynamics) starts where the float32 model starts: the blanks'
+    noise is drawn in float32 from the seed whatever the dtype, then cast."""
+    import copy
+
+    model = _tiny("akorn")
+    start32 = model.loop_map(_puzzles(), seed=5).x0
+    start64 = copy.deepcopy(model).to(torch.float64).loop_map(_puzzles(), seed=5).x0
+    assert start64.dtype == torch.float64
+    assert (start64 - start32.double()).abs().max() < 1e-6
+    assert (model.loop_map(_puzzles(), seed=6).x0 - start32).abs().max() > 0.1   # another seed, another start
+
+
 def test_energy_voting_keeps_the_lowest_energy_draw():
     model = _tiny("akorn")
     puzzle = data.to_tensor([PUZZLE])

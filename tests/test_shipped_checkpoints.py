@@ -8,6 +8,7 @@ import jacobiscope
 from jacobiscope.data import sudoku
 from jacobiscope.hub import shipped_checkpoints
 from jacobiscope.recipes._scaling import scaling_section
+from jacobiscope.recipes._sudoku_dynamics import dynamics_section
 from jacobiscope.recipes.shipping import CHECK_SLICE
 
 EXPECTED = ["akorn-sudoku", "akorn-sudoku-general", "itrsa-sudoku", "itrsa-sudoku-general"]
@@ -20,11 +21,21 @@ def test_expected_checkpoints_are_shipped():
     assert set(EXPECTED) <= set(shipped_checkpoints())
 
 
+def _solvers() -> list[str]:
+    """The shipped Sudoku solvers (the looped language models have their own card checks:
+    tests/test_looped_lm_eval.py and tests/test_looped_lm_shipping.py)."""
+    solvers = []
+    for name, folder in sorted(shipped_checkpoints().items()):
+        config = json.loads((folder / "config.json").read_text())
+        if config.get("model_type") in ("itrsa_sudoku", "akorn_sudoku"):
+            solvers.append(name)
+    return solvers
+
+
 def _checkpoints():
-    """Every shipped checkpoint: the four reference ones in the default suite, the zoo's under ``-m slow`` (each
+    """Every shipped solver: the four reference ones in the default suite, the zoo's under ``-m slow`` (each
     card check runs the model on the check slice; 21 zoo variants would add ~40 s to the suite on 2 cores)."""
-    return [name if name in EXPECTED else pytest.param(name, marks=pytest.mark.slow)
-            for name in sorted(shipped_checkpoints())]
+    return [name if name in EXPECTED else pytest.param(name, marks=pytest.mark.slow) for name in _solvers()]
 
 
 @pytest.mark.parametrize("name", _checkpoints())
@@ -45,6 +56,7 @@ def test_checkpoint_meets_its_model_card(name):
     assert accuracy >= results["check_slice"]["board_accuracy"] - MARGIN
     assert f"{100 * results['check_slice']['board_accuracy']:.1f}%" in card
     assert scaling_section(results) in card, f"{name}: stale scaling section; run refresh_scaling_section on it"
+    assert dynamics_section(results) in card, f"{name}: stale dynamics section; run examples/remeasure_dynamics.py"
     # Odd and even loop counts alike, where the card measured them (every checkpoint shipped since odd T was added).
     per_loop = results["check_slice"].get("per_loop")
     assert per_loop is not None or name in BEFORE_ODD_T, f"{name}: results.json lacks check_slice.per_loop"
@@ -101,7 +113,7 @@ def test_a_prepared_shipped_checkpoint_loads_with_its_own_code_offline(tmp_path,
     from jacobiscope.hub import prepare_for_hub
 
     package = Path(jacobiscope.models.__file__).parent
-    names = sorted(EXPECTED) if which == "reference" else sorted(shipped_checkpoints())
+    names = sorted(EXPECTED) if which == "reference" else _solvers()
     prepared = {name: prepare_for_hub(name, tmp_path / "prepared" / name) for name in names}
     for name, folder in prepared.items():
         code = sorted(folder.glob("*.py"))

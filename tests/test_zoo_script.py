@@ -77,7 +77,15 @@ def test_tiny_zoo_run_ships_a_variant_and_tabulates_it(tmp_path):
     table = subprocess.run([sys.executable, str(SCRIPT), "--table", "--ship-dir", str(tmp_path / "ship")],
                            capture_output=True, text=True, timeout=120).stdout
     row = next(line for line in table.splitlines() if "itrsa-heads-1" in line)
-    assert "num_heads=1" in row and f"{results['dynamics_id']['max_lyapunov_mean']:.3f}" in row
+    dynamics = results["dynamics_id"]
+    low, high = dynamics["max_lyapunov_iqr"]
+    assert "num_heads=1" in row and f"{dynamics['max_lyapunov_median']:.3f} [{low:.3f}, {high:.3f}]" in row
+    # the median and quartiles are those of the per-puzzle exponents the card keeps
+    import statistics
+
+    per_puzzle = dynamics["per_puzzle"]["max_lyapunov"]
+    assert dynamics["max_lyapunov_median"] == pytest.approx(statistics.median(per_puzzle), abs=1e-12)
+    assert dynamics["start_state"] == "float64" and len(per_puzzle) == dynamics["puzzles"]
     blanks = [f"{100 * results['id']['votes=1'][t]['cell_accuracy']:.1f}" for t in ("16", "128")]
     assert f"| {blanks[0]} / {blanks[1]} |" in row
     # --update-readme writes that table into a README in place, between the text around it

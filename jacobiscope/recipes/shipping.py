@@ -7,13 +7,13 @@ import json
 import platform
 import shutil
 import time
-import warnings
 from pathlib import Path
 
 import torch
 
 from .._io import atomic_write_text
 from ._scaling import scaling_section
+from ._sudoku_dynamics import dynamics_section, measure_dynamics
 
 __all__ = ["measure_checkpoint", "write_model_card", "ship_checkpoint", "refresh_scaling_section", "CHECK_SLICE",
            "staging_folder", "publish"]
@@ -24,34 +24,6 @@ CHECK_SLICE = 200
 CARD_LOOPS = (16, 17, 32, 33, 64, 65, 128, 129)
 #: Fresh puzzles of every card: the library's generator, SATNet's range of givens, a seed used nowhere else.
 FRESH_GIVENS, FRESH_SEED = (31, 42), 314_159
-
-
-def _dynamics_on(model, puzzles, loops: int) -> dict:
-    """Max Lyapunov exponent and Jacobian spectral norm of the model's loop on ``puzzles`` (float64)."""
-    from ..dynamics.lyapunov import lyapunov_spectrum
-    from ..linalg.svd import spectral_norm
-
-    looped = model.loop_map(puzzles).to(dtype=torch.float64)
-    lyapunov = lyapunov_spectrum(looped, looped.x0, steps=loops, k=1, seed=0)
-    final = looped.trajectory(looped.x0, loops)[-1]
-    # A residual of 1e-4 gives sigma to ~1e-8 (Ritz values converge quadratically); the slowest puzzle of the
-    # batch sets the iteration count, so the cap keeps the card's measurement cheap.
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        start_result = spectral_norm(looped, looped.x0, tol=1e-4, max_iter=60)
-        end_result = spectral_norm(looped, final, tol=1e-4, max_iter=60)
-    sigma_start, sigma_end = start_result.value, end_result.value
-    exponents = lyapunov.exponents[:, 0]
-    return {
-        "puzzles": int(puzzles.shape[0]),
-        "loops": loops,
-        "max_lyapunov_mean": float(exponents.mean()),
-        "max_lyapunov_std": float(exponents.std()),
-        "spectral_norm_start_mean": float(sigma_start.mean()),
-        "spectral_norm_end_mean": float(sigma_end.mean()),
-        "spectral_norm_end_max": float(sigma_end.max()),
-        "spectral_norm_max_residual": float(max(start_result.tolerance.max(), end_result.tolerance.max())),
-    }
 
 
 def measure_checkpoint(model, *, loops=CARD_LOOPS, votes=(1,), ood_limit: int = 2000, data_path=None,
@@ -86,7 +58,8 @@ def measure_checkpoint(model, *, loops=CARD_LOOPS, votes=(1,), ood_limit: int = 
                               "per_loop": {str(t): data.board_accuracy(grid, check_puzzles, check_solutions)
                                            for t, grid in sorted(along.items())}}
     dynamics_rows = id_test.select(range(min(dynamics_puzzles, len(id_test))))
-    results["dynamics_id"] = _dynamics_on(model, data.to_tensor(list(dynamics_rows["puzzle"])), int(model.config.loops))
+    results["dynamics_id"] = measure_dynamics(model, data.to_tensor(list(dynamics_rows["puzzle"])),
+                                              int(model.config.loops))
     results["ood_rows"] = ("RRN test, all 18,000 puzzles" if len(ood) >= 18_000 else
                            f"RRN test rows 0-{len(ood) - 1} (of 18,000)")
     results["fresh_rows"] = (f"{fresh_limit} fresh puzzles from jacobiscope's generator ({FRESH_GIVENS[0]}-"
@@ -136,7 +109,6 @@ def write_model_card(folder, *, name: str, recipe: dict, results: dict, training
                      limitations: list[str]) -> Path:
     """Write ``README.md`` (Hub metadata header + measured results) into ``folder``."""
     folder = Path(folder)
-    dynamics = results["dynamics_id"]
     card = f"""---
 library_name: transformers
 license: apache-2.0
@@ -186,14 +158,7 @@ T={results['check_slice']['loops']}; the test suite reloads this checkpoint by n
 minus a small margin.
 
 {scaling_section(results)}
-## Dynamics of the loop (measured by jacobiscope, float64, {dynamics['puzzles']} ID test puzzles, T={dynamics['loops']})
-
-| quantity | value |
-|---|---|
-| max Lyapunov exponent (mean +- std over puzzles), nats/loop | {dynamics['max_lyapunov_mean']:.4f} +- {dynamics['max_lyapunov_std']:.4f} |
-| Jacobian spectral norm at the initial state (mean) | {dynamics['spectral_norm_start_mean']:.3f} |
-| Jacobian spectral norm at loop T (mean / max) | {dynamics['spectral_norm_end_mean']:.3f} / {dynamics['spectral_norm_end_max']:.3f} |
-
+{dynamics_section(results)}
 ## Limitations
 
 """ + "\n".join(f"- {item}" for item in limitations) + "\n"

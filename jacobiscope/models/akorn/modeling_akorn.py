@@ -209,7 +209,10 @@ class AKOrNForSudoku(PreTrainedModel):
             raise ValueError(f"noise must be a float tensor shaped like the state {tuple(injection.shape)} "
                              f"([N, 81, hidden_size]), got {got}. Pass None to draw it.")
         if noise is None:
-            noise = torch.randn(injection.shape, generator=generator, device=injection.device, dtype=injection.dtype)
+            # Drawn in float32 whatever the model's dtype: one seed, one start state (a float64 copy of a model, as
+            # its card measures its dynamics, starts where the float32 model starts, to rounding).
+            noise = torch.randn(injection.shape, generator=generator, device=injection.device,
+                                dtype=torch.float32).to(injection.dtype)
         given = (input_ids > 0).unsqueeze(-1).to(injection.dtype)
         return self.normalize(given * injection + (1 - given) * noise)
 
