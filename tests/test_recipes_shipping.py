@@ -18,11 +18,26 @@ def test_ship_checkpoint_writes_a_consistent_folder(tmp_path):
                              loops=(1, 2), votes=(1, 2), ood_limit=20, vote_limit=10, destination=tmp_path / "out",
                              fresh_limit=8, dynamics_puzzles=2)
     results = json.loads((folder / "results.json").read_text())
-    assert set(results["id"]) == {"votes=1", "votes=2"} and results["id"]["votes=2"]["1"]["puzzles"] == 10
+    assert list(results["id"]) == ["votes=1", "votes=1 first=10", "votes=2"]
+    assert results["id"]["votes=2"]["1"]["puzzles"] == 10
+    # one vote on the same 10 puzzles the voted row used: the model's own solves of those puzzles, scored here
+    from jacobiscope.data import sudoku
+
+    rows = sudoku.satnet_splits()[1].select(range(10))
+    puzzles, solutions = sudoku.to_tensor(list(rows["puzzle"])), sudoku.to_tensor(list(rows["solution"]))
+    reloaded = AKOrNForSudoku.from_pretrained(folder).eval()
+    with torch.no_grad():
+        for t in ("1", "2"):
+            expected = sudoku.board_accuracy(reloaded.solve(puzzles, loops=int(t)), puzzles, solutions)
+            assert results["id"]["votes=1 first=10"][t]["board_accuracy"] == expected
     assert results["id"]["votes=1"]["2"]["puzzles"] == 1000 and results["ood"]["votes=1"]["1"]["puzzles"] == 20
     assert results["fresh"]["votes=1"]["2"]["puzzles"] == 8 and results["dynamics_id"]["puzzles"] == 2
     card = (folder / "README.md").read_text()
-    assert card.startswith("---\n") and "| 2 (first 10 puzzles) |" in card
+    assert card.startswith("---\n") and "| 2 (first 10 puzzles) |" in card and "| 1 (first 10 puzzles) |" in card
+    assert card.index("| 1 (first 10 puzzles) |") < card.index("| 2 (first 10 puzzles) |")
+    from jacobiscope.recipes._sudoku_dynamics import dynamics_section
+
+    assert dynamics_section(results) in card and results["dynamics_id"]["start_state"] == "float64"
     assert f"{100 * results['check_slice']['board_accuracy']:.1f}%" in card
     config = json.loads((folder / "config.json").read_text())
     assert "auto_map" not in config and config["model_type"] == "akorn_sudoku" and config["hidden_size"] == 16
