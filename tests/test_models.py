@@ -85,6 +85,39 @@ def test_akorn_start_state_of_one_seed_is_the_same_in_float64():
     assert (model.loop_map(_puzzles(), seed=6).x0 - start32).abs().max() > 0.1   # another seed, another start
 
 
+@pytest.mark.parametrize("attention", ["standard", "e_single", "e_multi"])
+def test_a_cell_that_may_not_attend_to_itself_mixes_only_the_others(attention):
+    """attend_self=False: the attention output is the softmax over the other cells only, computed here from the
+    weights by hand; with W_K = W_Q (e_multi) the masked scores stay symmetric (the variant still admits an energy)."""
+    import math
+
+    model = _tiny("itrsa", attention=attention, attend_self=False)
+    block = model.attention if hasattr(model, "attention") else next(
+        m for m in model.modules() if type(m).__name__ == "_LoopedAttention")
+    x = torch.randn(2, 81, 16)
+    heads = block.heads
+    q = (x @ block.query.weight.T).reshape(2, 81, heads, -1).transpose(1, 2)
+    k = q if attention == "e_multi" else (x @ block.key.weight.T).reshape(2, 81, heads, -1).transpose(1, 2)
+    scores = q @ k.transpose(-1, -2) / math.sqrt(16 // heads)
+    scores = scores.masked_fill(torch.eye(81, dtype=torch.bool), float("-inf"))
+    weights = torch.softmax(scores, -1)
+    if attention == "standard":
+        values = (x @ block.value.weight.T).reshape(2, 81, heads, -1).transpose(1, 2)
+        expected = (weights @ values).transpose(1, 2).reshape(2, 81, 16) @ block.output.weight.T
+    elif attention == "e_single":
+        expected = weights[:, 0] @ (x @ block.value_matrix())
+    else:
+        expected = torch.stack([weights[:, h] @ (x @ block.value_matrix()[h]) for h in range(heads)], 1).mean(1)
+        finite = scores.masked_fill(torch.eye(81, dtype=torch.bool), 0.0)
+        assert torch.allclose(finite, finite.transpose(-1, -2), atol=1e-6)
+    with torch.no_grad():
+        got = block(x)
+        assert (got - expected).abs().max() < 1e-5
+        block.attend_self = True   # the same weights attending to themselves too: another output
+        assert (block(x) - got).abs().max() > 1e-4
+    assert torch.all(weights.diagonal(dim1=-2, dim2=-1) == 0)
+
+
 def test_energy_voting_keeps_the_lowest_energy_draw():
     model = _tiny("akorn")
     puzzle = data.to_tensor([PUZZLE])

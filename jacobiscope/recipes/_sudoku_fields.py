@@ -188,6 +188,7 @@ RECIPE_FIELDS: dict = {
     "eta": (_float_field(0.0, 100.0, low_open=True), "model"),
     "norm": (_choice_field("rmsnorm", "layernorm", "none"), "model"),
     "attention": (_choice_field("standard", "e_single", "e_multi"), "model"),
+    "attend_self": (_bool_field, "model"),
     "mlp_ratio": (_int_field(0, 64), "model"),
     "initializer_range": (_float_field(0.0, 10.0, low_open=True), "start"),
     "oscillator_dim": (_int_field(2, MAX_HIDDEN_SIZE), "model"),

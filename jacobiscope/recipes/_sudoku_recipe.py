@@ -35,6 +35,7 @@ class SudokuRecipe:
     eta: float = 1.0  # itrsa
     norm: str = "rmsnorm"  # itrsa
     attention: str = "standard"  # itrsa
+    attend_self: bool = True  # itrsa: False masks each cell's own score (e_multi trains only so)
     mlp_ratio: int = 0  # itrsa
     initializer_range: float = 0.02  # itrsa
     oscillator_dim: int = 4  # akorn
@@ -128,6 +129,9 @@ class SudokuRecipe:
         if (self.energy_reg is None) != (self.energy_reg_weight == 0):
             raise RecipeError(f"recipe: energy_reg={self.energy_reg!r} with energy_reg_weight={self.energy_reg_weight!r} "
                               "does nothing — set both (e.g. energy_reg='e_multi', energy_reg_weight=0.01) or neither")
+        if not self.attend_self and self.arch != "itrsa":
+            raise RecipeError(f"recipe: attend_self=false masks ItrSA's attention, but arch is {self.arch!r} — set "
+                              "attend_self to true (or arch to 'itrsa')")
         if self.energy_reg is not None and self.arch != "itrsa":
             raise RecipeError(f"recipe: energy_reg={self.energy_reg!r} needs arch 'itrsa' (it reads the attention "
                               f"weights), got arch={self.arch!r} — set energy_reg to null")
@@ -151,7 +155,7 @@ class SudokuRecipe:
         if self.arch == "itrsa":
             return {"hidden_size": self.hidden_size, "num_heads": self.num_heads, "loops": self.loops, "eta": self.eta,
                     "norm": self.norm, "attention": self.attention, "mlp_ratio": self.mlp_ratio,
-                    "initializer_range": self.initializer_range}
+                    "initializer_range": self.initializer_range, "attend_self": self.attend_self}
         if self.arch == "akorn":
             return {"hidden_size": self.hidden_size, "num_heads": self.num_heads, "loops": self.loops,
                     "oscillator_dim": self.oscillator_dim, "oscillator_norm": self.oscillator_norm,

@@ -53,6 +53,7 @@ _FIELDS = {
     "norm_eps": lambda v: _real_field("norm_eps", v, 0, 1, 1e-6, open_low=True),
     "initializer_range": lambda v: _real_field("initializer_range", v, 0, 10, 0.02),
     "attention_bias": lambda v: _bool_field("attention_bias", v, False),
+    "attend_self": lambda v: _bool_field("attend_self", v, True),
 }
 
 
@@ -74,6 +75,9 @@ class ItrSAConfig(PretrainedConfig):
         norm: ``"rmsnorm"`` (the paper), ``"layernorm"`` or ``"none"``.
         attention: ``"standard"``, ``"e_single"`` or ``"e_multi"`` (the energy-constrained variants).
         attention_bias: biases in the standard attention's projections.
+        attend_self: whether a cell's attention includes the cell itself. False masks the diagonal of the scores:
+            with ``W_K = W_Q`` (``e_multi``) the diagonal ``q_i . q_i`` dominates its row and the cells barely mix;
+            the mask keeps the scores symmetric, so the variant still admits an energy.
         mlp_ratio: 0 (the paper's attention-only ItrSA) or the hidden width ratio of a per-cell MLP added to the
             drive, ``Y = MSA(X) + MLP(X) + C`` (a looped post-norm transformer block).
     """
@@ -81,7 +85,7 @@ class ItrSAConfig(PretrainedConfig):
     model_type = "itrsa_sudoku"
 
     def __init__(self, hidden_size=128, num_heads=8, eta=1.0, loops=16, norm="rmsnorm", attention="standard",
-                 attention_bias=False, mlp_ratio=0, norm_eps=1e-6, initializer_range=0.02, **kwargs):
+                 attention_bias=False, mlp_ratio=0, norm_eps=1e-6, initializer_range=0.02, attend_self=True, **kwargs):
         if norm not in ("rmsnorm", "layernorm", "none"):
             raise _ConfigError(f"config field norm must be 'rmsnorm', 'layernorm' or 'none', got {norm!r} — set "
                                "\"norm\": \"rmsnorm\" in config.json (or pass norm='rmsnorm').")
@@ -91,7 +95,7 @@ class ItrSAConfig(PretrainedConfig):
                                "attention='standard').")
         values = {"hidden_size": hidden_size, "num_heads": num_heads, "eta": eta, "loops": loops,
                   "mlp_ratio": mlp_ratio, "norm_eps": norm_eps, "initializer_range": initializer_range,
-                  "attention_bias": attention_bias}
+                  "attention_bias": attention_bias, "attend_self": attend_self}
         for field, value in values.items():
             _FIELDS[field](value)
         if hidden_size % num_heads:
@@ -104,6 +108,7 @@ class ItrSAConfig(PretrainedConfig):
         self.norm = norm
         self.attention = attention
         self.attention_bias = attention_bias
+        self.attend_self = attend_self
         self.mlp_ratio = mlp_ratio
         self.norm_eps = norm_eps
         self.initializer_range = initializer_range

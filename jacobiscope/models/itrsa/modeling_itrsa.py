@@ -63,6 +63,7 @@ class _LoopedAttention(nn.Module):
         super().__init__()
         dim, heads = config.hidden_size, config.num_heads
         self.kind = config.attention
+        self.attend_self = getattr(config, "attend_self", True)
         self.heads = 1 if self.kind == "e_single" else heads
         self.head_dim = dim // self.heads
         bias = config.attention_bias
@@ -106,15 +107,26 @@ class _LoopedAttention(nn.Module):
             return {"query": query, "key": self.key.weight.T, "value_output": self.value_matrix()[None], "heads": 1}
         return {"query": query, "key": query, "value_output": self.value_matrix() / self.heads, "heads": self.heads}
 
+    def _others_only(self, cells: int, device) -> torch.Tensor | None:
+        """The mask that keeps a cell from attending to itself (True: may attend), or None when it may."""
+        if self.attend_self:
+            return None
+        return ~torch.eye(cells, dtype=torch.bool, device=device)
+
     def forward(self, x):
         q = self._split(self.query(x))
+        mask = self._others_only(x.shape[-2], x.device)
         if self.kind == "standard":
             # The fused kernel is ~30% faster to train on CPU; jacobiscope's jvps select its math backend.
-            mixed = F.scaled_dot_product_attention(q, self._split(self.key(x)), self._split(self.value(x)))
+            mixed = F.scaled_dot_product_attention(q, self._split(self.key(x)), self._split(self.value(x)),
+                                                   attn_mask=mask)
             n, _, cells, _ = mixed.shape
             return self.output(mixed.transpose(1, 2).reshape(n, cells, -1))
         k = q if self.kind == "e_multi" else self._split(self.key(x))
-        weights = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(self.head_dim), dim=-1)  # [N, H, 81, 81]
+        scores = q @ k.transpose(-1, -2) / math.sqrt(self.head_dim)
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        weights = torch.softmax(scores, dim=-1)  # [N, H, 81, 81]
         if self.kind == "e_single":
             return weights[:, 0] @ (x @ self.value_matrix())
         values = torch.einsum("nd,hde->hne", x.reshape(-1, x.shape[-1]), self.value_matrix())
