@@ -186,6 +186,10 @@ def claim_normalization_norm(context: Context) -> Claim:
                     orbit.append(_sigma(looped, late) if torch.isfinite(late).all() else math.inf)
                     for where, value in (("start", start[-1]), ("orbit", orbit[-1])):
                         per_seed.setdefault((norm, where, seed), []).append(min(value, 1e12))
+                    if norm == "rmsnorm":  # the window's sensitivity: the same grid after 64 loops
+                        with torch.no_grad():
+                            later = looped.trajectory(late, 48)[-1]
+                        per_seed.setdefault((norm, "orbit64", seed), []).append(_sigma(looped, later))
                 worst[norm]["start"] = max(worst[norm]["start"], max(start))
                 worst[norm]["orbit"] = max(worst[norm]["orbit"], max(orbit))
                 rows.append((norm, tokens, eta, max(start), max(orbit)))
@@ -210,6 +214,11 @@ def claim_normalization_norm(context: Context) -> Claim:
             f"with the norm, ‖J‖ varies < 3x over the grid ({window.split(' from')[0]})",
             paired_difference(values, [math.log10(3)] * len(values), what="mean log10(growth / 3)"), "less",
             window=window, seeds=f"{seeds} weight seeds (0-{seeds - 1})", inputs=grid))
+    values = growth("rmsnorm", "orbit64")
+    parts.append(evidence("with the norm, ‖J‖ varies < 3x over the grid (after 64 loops)",
+                          paired_difference(values, [math.log10(3)] * len(values), what="mean log10(growth / 3)"),
+                          "less", window="after 64 loops from the start", seeds=f"{seeds} weight seeds (0-{seeds - 1})",
+                          inputs=grid, counted=False))
     parts.append(evidence(
         "without the norm ‖J‖ varies more over the grid than with it",
         difference_of_means(growth("none", "orbit"), growth("rmsnorm", "orbit"), what="log10 growth, none - norm"),
@@ -247,7 +256,7 @@ def claim_normalization_eigenvalues(context: Context) -> Claim:
 
     rows, scatter = [], {"rmsnorm": [], "none": []}
     outside = {"rmsnorm": 0, "none": 0}
-    largest_by_norm = {"rmsnorm": [], "none": []}
+    largest_by_norm, largest_at_64 = {"rmsnorm": [], "none": []}, []
     cases = 0
     etas, seeds = context.sizes((1.0, 4.0, 16.0), (1.0, 16.0)), context.sizes(3, 2)
     for norm in ("rmsnorm", "none"):
@@ -258,6 +267,12 @@ def claim_normalization_eigenvalues(context: Context) -> Claim:
                 values = jacobian_eigenvalues(looped, late, k=16, seed=0).values.reshape(-1)
                 complex_values = values[values.imag.abs() > 1e-8]
                 largest = float(complex_values.abs().max()) if complex_values.numel() else 0.0
+                if norm == "rmsnorm":  # the window's sensitivity: the same maps after 64 loops
+                    with torch.no_grad():
+                        later = looped.trajectory(late, 48)[-1]
+                    at64 = jacobian_eigenvalues(looped, later, k=16, seed=0).values.reshape(-1)
+                    at64 = at64[at64.imag.abs() > 1e-8]
+                    largest_at_64.append(float(at64.abs().max()) if at64.numel() else 0.0)
                 outside[norm] += int(largest >= 1.0)
                 largest_by_norm[norm].append(largest)
                 cases += norm == "rmsnorm"
@@ -272,7 +287,12 @@ def claim_normalization_eigenvalues(context: Context) -> Claim:
                       "less", window=window, seeds=f"{seeds} weight seeds", inputs=inputs),
              evidence("without the norm it is larger than with it",
                       difference_of_means(largest_by_norm["none"], inside, what="largest complex |lambda|, none - norm"),
-                      "greater", window=window, seeds=f"{seeds} weight seeds per norm", inputs=inputs)]
+                      "greater", window=window, seeds=f"{seeds} weight seeds per norm", inputs=inputs),
+             evidence("with the norm, the largest complex |lambda| is below 1 (after 64 loops)",
+                      paired_difference(largest_at_64, [1.0] * len(largest_at_64),
+                                        what="mean (largest complex |lambda| - 1)"), "less",
+                      window="after 64 loops from the random start", seeds=f"{seeds} weight seeds", inputs=inputs,
+                      counted=False)]
     verdict = combine(parts)
     why = (f"complex eigenvalues outside the unit circle in {outside['rmsnorm']} of {cases} normalized cases and "
            f"{outside['none']} of {cases} without the norm.")
