@@ -1,6 +1,7 @@
 """Put one vote on the same puzzles beside every voted row of the shipped cards (issue 35: no card line that mixes
 samples). A card measured votes=K on the first 200 puzzles of each split and votes=1 on all of them; this adds
-votes=1 on those same first 200 (``results[split]["votes=1 first=200"]``) and rewrites the card's tables.
+votes=1 on those same first 200 (``results[split]["votes=1 first=200"]``) and rewrites the card's tables; every
+solver card's tables then get their 95% Wilson interval line (`refresh_accuracy_tables`).
 
     OMP_NUM_THREADS=1 .venv/bin/python examples/same_sample_votes.py            # every card with voted rows
 
@@ -73,10 +74,14 @@ def main() -> None:
     from jacobiscope.hub import shipped_checkpoints
 
     torch.set_num_threads(1)
+    from jacobiscope.recipes.shipping import refresh_accuracy_tables
+
     for name, folder in sorted(shipped_checkpoints().items()):
         if (folder / "results.json").is_file() and "loops_trained" in json.loads((folder / "results.json").read_text()):
             for line in add_rows(name, folder):
                 print(f"{name} {line}", flush=True)
+            if refresh_accuracy_tables(folder):
+                print(f"{name}: interval lines written", flush=True)
 
 
 if __name__ == "__main__":

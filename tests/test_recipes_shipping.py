@@ -35,6 +35,16 @@ def test_ship_checkpoint_writes_a_consistent_folder(tmp_path):
     card = (folder / "README.md").read_text()
     assert card.startswith("---\n") and "| 2 (first 10 puzzles) |" in card and "| 1 (first 10 puzzles) |" in card
     assert card.index("| 1 (first 10 puzzles) |") < card.index("| 2 (first 10 puzzles) |")
+    # the widest Wilson interval of each row: 1,000 ID puzzles at the worst cell, 10 voted ones
+    from jacobiscope._proportions import wilson_interval
+
+    def widest(rows, n):
+        return max((hi - lo) / 2 for lo, hi in (wilson_interval(round(v["board_accuracy"] * n), n)
+                                                for v in rows.values()))
+
+    expected = (f"95% Wilson intervals: +/- {100 * widest(results['id']['votes=1'], 1000):.1f} points at most for 1 "
+                f"vote(s) (n = 1,000); +/- {100 * widest(results['id']['votes=1 first=10'], 10):.1f} points")
+    assert expected in card
     from jacobiscope.recipes._sudoku_dynamics import dynamics_section
 
     assert dynamics_section(results) in card and results["dynamics_id"]["start_state"] == "float64"

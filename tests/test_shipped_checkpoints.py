@@ -9,7 +9,7 @@ from jacobiscope.data import sudoku
 from jacobiscope.hub import shipped_checkpoints
 from jacobiscope.recipes._scaling import scaling_section
 from jacobiscope.recipes._sudoku_dynamics import dynamics_section
-from jacobiscope.recipes.shipping import CHECK_SLICE
+from jacobiscope.recipes.shipping import CHECK_SLICE, _table
 
 EXPECTED = ["akorn-sudoku", "akorn-sudoku-general", "itrsa-sudoku", "itrsa-sudoku-general"]
 MARGIN = 0.02  # two boards in a hundred: thread-count and BLAS rounding can flip a borderline board
@@ -57,6 +57,11 @@ def test_checkpoint_meets_its_model_card(name):
     assert f"{100 * results['check_slice']['board_accuracy']:.1f}%" in card
     assert scaling_section(results) in card, f"{name}: stale scaling section; run refresh_scaling_section on it"
     assert dynamics_section(results) in card, f"{name}: stale dynamics section; run examples/remeasure_dynamics.py"
+    position = 0
+    for split in ("id", "ood", "fresh"):  # each table as results.json renders it, with its Wilson interval line
+        at = card.find(_table(results, split), position)
+        assert at >= 0, f"{name}: stale {split} table; run examples/same_sample_votes.py"
+        position = at + len(_table(results, split))
     # Odd and even loop counts alike, where the card measured them (every checkpoint shipped since odd T was added).
     per_loop = results["check_slice"].get("per_loop")
     assert per_loop is not None or name in BEFORE_ODD_T, f"{name}: results.json lacks check_slice.per_loop"

@@ -94,7 +94,24 @@ def _table(results: dict, split: str) -> str:
         label = votes.split(" ")[0].split("=")[1] + (f" (first {count} puzzles)" if votes != "votes=1" and count
                                                      else "")
         lines.append(f"| {label} | {cells} |")
-    return "\n".join(lines)
+    return "\n".join(lines) + "\n\n" + _interval_line(results[split])
+
+
+def _interval_line(rows: dict) -> str:
+    """The widest 95% Wilson interval of each row's cells, as +/- points (the cards give one line, not a bracket per
+    cell): how far a figure of the table can move with another sample of its size."""
+    from .._proportions import wilson_interval
+
+    widths = []
+    for votes, per_loop in rows.items():
+        count = next(iter(per_loop.values())).get("puzzles")
+        if not count:
+            continue
+        half = max((high - low) / 2 for low, high in (wilson_interval(round(v["board_accuracy"] * count), count)
+                                                      for v in per_loop.values()))
+        widths.append(f"+/- {100 * half:.1f} points at most for {votes.split(' ')[0].split('=')[1]} vote(s) "
+                      f"(n = {count:,})")
+    return "95% Wilson intervals: " + "; ".join(widths) + "." if widths else ""
 
 
 def _training_data(recipe: dict) -> str:
@@ -203,6 +220,30 @@ def refresh_scaling_section(folder) -> bool:
         updated = card[:at] + section + "\n" + card[at:]
     else:
         raise ValueError(f"{card_path} has no '## Dynamics of the loop' section to put the scaling section before")
+    if updated != card:
+        atomic_write_text(card_path, updated)
+    return updated != card
+
+
+def refresh_accuracy_tables(folder) -> bool:
+    """Rewrite the accuracy tables of the card in ``folder`` from its ``results.json`` (each with its Wilson interval
+    line); returns whether the card changed. A table must be the one ``results.json`` renders (with or without the
+    interval line), else `ValueError`. The card is replaced atomically."""
+    folder = Path(folder)
+    card_path = folder / "README.md"
+    card, results = card_path.read_text(), json.loads((folder / "results.json").read_text())
+    updated, position = card, 0
+    for split in ("id", "ood", "fresh"):  # in the card's order: two splits can render the same rows (all 0.0%)
+        if split not in results or "votes=1" not in results[split]:
+            continue
+        table = _table(results, split)
+        bare = table.split("\n\n95% Wilson", 1)[0]
+        at = updated.find(bare, position)
+        if at < 0:
+            raise ValueError(f"{card_path}: its {split} table is not the one results.json renders; re-ship the card")
+        if not updated.startswith(table, at):
+            updated = updated[:at] + table + updated[at + len(bare):]
+        position = at + len(table)
     if updated != card:
         atomic_write_text(card_path, updated)
     return updated != card
