@@ -56,7 +56,7 @@ def measure_dynamics(model, puzzles, loops: int) -> dict:
         end_result = spectral_norm(looped, final, tol=1e-4, max_iter=60)
     exponents = lyapunov.exponents[:, 0].tolist()
     start, end = start_result.value.reshape(-1).tolist(), end_result.value.reshape(-1).tolist()
-    lyapunov_summary, end_summary = summarize(exponents), summarize(end)
+    lyapunov_summary, start_summary, end_summary = summarize(exponents), summarize(start), summarize(end)
     return {
         "puzzles": int(puzzles.shape[0]),
         "loops": loops,
@@ -66,8 +66,8 @@ def measure_dynamics(model, puzzles, loops: int) -> dict:
         "max_lyapunov_median": lyapunov_summary["median"],
         "max_lyapunov_iqr": [lyapunov_summary["q1"], lyapunov_summary["q3"]],
         "max_lyapunov_outliers": lyapunov_summary["outliers"],
-        "spectral_norm_start_mean": summarize(start)["mean"],
-        "spectral_norm_start_median": summarize(start)["median"],
+        "spectral_norm_start_mean": start_summary["mean"],
+        "spectral_norm_start_median": start_summary["median"],
         "spectral_norm_end_mean": end_summary["mean"],
         "spectral_norm_end_median": end_summary["median"],
         "spectral_norm_end_iqr": [end_summary["q1"], end_summary["q3"]],
@@ -80,7 +80,7 @@ def measure_dynamics(model, puzzles, loops: int) -> dict:
 
 def _outlier_words(dynamics: dict, key: str) -> str:
     found = dynamics.get(f"{key}_outliers") or []
-    values = dynamics.get("per_puzzle", {}).get(key if key != "spectral_norm_end" else "spectral_norm_end", [])
+    values = dynamics.get("per_puzzle", {}).get(key, [])
     if not found:
         return "none"
     return ", ".join(f"puzzle {i} ({values[i]:.4g})" if i < len(values) else f"puzzle {i}" for i in found)

@@ -94,7 +94,8 @@ def _table(results: dict, split: str) -> str:
         label = votes.split(" ")[0].split("=")[1] + (f" (first {count} puzzles)" if votes != "votes=1" and count
                                                      else "")
         lines.append(f"| {label} | {cells} |")
-    return "\n".join(lines) + "\n\n" + _interval_line(results[split])
+    intervals = _interval_line(results[split])
+    return "\n".join(lines) + (f"\n\n{intervals}" if intervals else "")
 
 
 def _interval_line(rows: dict) -> str:
