@@ -61,6 +61,7 @@ RUNS = {
     "looped-lm-dory-jumps": "dory-jumps",
     "looped-lm-dory-chains4q": "dory-chains4q",
     "looped-lm-dory-parity": "dory-parity",
+    "looped-lm-dory-parity-seed1": "dory-parity-seed1",
     "looped-lm-dory-digitsum": "dory-digitsum",
 }
 #: The issue's bar: a checkpoint below it at its trained depth on in-range instances is not shipped.
