@@ -24,7 +24,7 @@ VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["versi
 # A checkpoint-like name: itrsa-... / akorn-... (or zoo/...), not a file (.json) and not an anchor (#itrsa-scaling).
 CHECKPOINT_NAME = re.compile(r"(?<![\w/.#-])((?:zoo/)?(?:itrsa|akorn)-[a-z0-9][\w-]*)(?![\w.-]*\.\w)")
 # Named in the README as what a script will write, each in a paragraph that says it is not shipped.
-NOT_SHIPPED = {"itrsa-sudoku-512", "akorn-sudoku-512", "itrsa-noself"}
+NOT_SHIPPED = {"itrsa-sudoku-512", "akorn-sudoku-512"}
 
 
 def paragraph_of(text: str, position: int) -> str:
