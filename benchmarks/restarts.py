@@ -8,8 +8,8 @@ same puzzles for every rule): one call of
 `jacobiscope.recipes.restart_select` with ``--restarts`` starts of ``--loops`` loops (+1 to read the residual), and
 the selections among the first k starts (k = 1, 2, 4, ..., K) read from its stored residuals and energies. Matched
 compute: the single run at k x (loops + 1) loops (`solve`). Board accuracy with 95% Wilson intervals; the paired
-difference against the matched single run on the same puzzles with an exact McNemar test (two-sided binomial on the
-discordant puzzles); "oracle": any of the k starts right (the ceiling of a selection rule). Written to
+difference against the matched single run on the same puzzles, in puzzles, with its 95% bootstrap interval over the
+puzzles and an exact McNemar test (two-sided binomial on the discordant puzzles); "oracle": any of the k starts right (the ceiling of a selection rule). Written to
 benchmarks/out/restarts.json; printed as RESULTS.md rows.
 """
 from __future__ import annotations
@@ -34,6 +34,7 @@ def main() -> None:
     from jacobiscope.data import sudoku
     from jacobiscope.recipes import restart_select
     from jacobiscope.recipes._restarts import select_among
+    from reproduction_stats import paired_difference  # beside this script
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--puzzles", type=int, default=200)
@@ -75,18 +76,23 @@ def main() -> None:
                 n = len(puzzles)
                 b = int((right["residual"] & ~right["single"]).sum())
                 c = int((~right["residual"] & right["single"]).sum())
+                # The paired difference in puzzles of n with its 95% bootstrap interval over the puzzles.
+                difference = paired_difference(right["residual"].double().numpy(), right["single"].double().numpy())
                 row = {"k": k, "compute": compute, "n": n,
-                       **{rule: {"accuracy": float(v.float().mean()), "interval": wilson_interval(int(v.sum()), n)}
+                       **{rule: {"accuracy": float(v.float().mean()), "interval": wilson_interval(int(v.sum()), n),
+                                 "right": v.int().tolist()}
                           for rule, v in right.items()},
-                       "residual_vs_single": {"better": b, "worse": c, "p": exact_mcnemar(b, c)}}
+                       "residual_vs_single": {"better": b, "worse": c, "p": exact_mcnemar(b, c),
+                                              "interval_puzzles": [n * difference.low, n * difference.high]}}
                 rows.append(row)
 
                 def cell(rule):
                     return f"{100 * row[rule]['accuracy']:.1f}%"
 
+                low, high = row["residual_vs_single"]["interval_puzzles"]
                 print(f"| {name} | {label} | {k} | {compute} | {cell('single')} | {cell('residual')} | "
                       f"{cell('energy')} | {cell('basin')} | {cell('oracle')} | {b - c:+d} puzzles "
-                      f"(p = {row['residual_vs_single']['p']:.2g}) |", flush=True)
+                      f"[{low:+.0f}, {high:+.0f}] (p = {row['residual_vs_single']['p']:.2g}) |", flush=True)
             out[key] = {"rows": rows, "seconds": time.perf_counter() - started, "loops": args.loops,
                         "noise": args.noise, "puzzles": args.puzzles, "restarts": args.restarts}
             _save(path, out)

@@ -1,5 +1,5 @@
-"""The fast paths of the Lyapunov engine (a traced tangent graph, torch.compile) against a plain jvp + QR loop,
-and the automatic choice between them."""
+"""The fast paths of the Lyapunov engine (the jvp recording split at the state, a traced tangent graph,
+torch.compile) against a plain jvp + QR loop, and the automatic choice between them."""
 import math
 import warnings
 import weakref
@@ -42,8 +42,14 @@ def jvp_loop(monkeypatch):
 
 @pytest.fixture
 def trace_at_once(monkeypatch):
-    """Make a trace look free, so that every automatic run switches to the traced graph after two loops."""
+    """Make a recording look free, so that every automatic run switches to a recorded loop after two loops."""
     monkeypatch.setattr(_tangent_policy, "trace_cost_seconds", lambda eager_loop_seconds=0.0: 0.0)
+
+
+@pytest.fixture
+def first_recording_kept(monkeypatch):
+    """No loop is timed, so a run keeps the recorded path it took first (no comparison of the two recordings)."""
+    monkeypatch.setattr(_tangent_policy, "_TIMED_FAST_LOOPS", 10**6)
 
 
 def orthonormal_frame(x, k, seed=0):
@@ -65,65 +71,126 @@ def plain_jvp_qr_exponents(m, x, frame, steps):
     return (total / steps).sort(descending=True).values
 
 
+@pytest.mark.parametrize("path", ["linearized", "traced"])
 @pytest.mark.parametrize("k", [1, 4])
-def test_traced_path_matches_plain_jvp_and_qr(attention_map, trace_at_once, k):
+def test_recorded_paths_match_plain_jvp_and_qr(attention_map, trace_at_once, first_recording_kept, monkeypatch, k,
+                                               path):
+    if path == "traced":
+        monkeypatch.setattr(_tangent_policy, "split_graph", lambda *args, **kwargs: None)
     m = attention_map
     frame = orthonormal_frame(m.x0, k)
     expected = plain_jvp_qr_exponents(m, m.x0, frame, steps=40)
     result = jacobiscope.lyapunov_spectrum(m, m.x0, steps=40, k=k, tangents=frame)
-    assert result.meta["tangent_path"] == "traced"
+    assert result.meta["tangent_path"] == path
     assert torch.allclose(result.exponents, expected, atol=1e-10, rtol=0)
 
 
-def test_automatic_choice_gives_the_eager_exponents_and_state(attention_map, trace_at_once):
+def test_automatic_choice_gives_the_eager_exponents_and_state(attention_map, trace_at_once, first_recording_kept):
     m = attention_map
     for k in (1, 3):
         eager = jacobiscope.lyapunov_spectrum(m, m.x0, steps=30, k=k, compile=False)
         automatic = jacobiscope.lyapunov_spectrum(m, m.x0, steps=30, k=k)
-        assert eager.meta["tangent_path"] == "eager" and automatic.meta["tangent_path"] == "traced"
+        assert eager.meta["tangent_path"] == "eager" and automatic.meta["tangent_path"] == "linearized"
         assert torch.allclose(automatic.exponents, eager.exponents, atol=1e-10, rtol=0)
         assert torch.allclose(automatic.history, eager.history, atol=1e-10, rtol=0)
         assert torch.allclose(automatic.final_state, eager.final_state, atol=1e-12, rtol=0)
     # reorthonormalizing every 3 loops uses the graph without QR in between
     eager = jacobiscope.lyapunov_spectrum(m, m.x0, steps=30, k=3, reorth_every=3, transient=4, compile=False)
     automatic = jacobiscope.lyapunov_spectrum(m, m.x0, steps=30, k=3, reorth_every=3, transient=4)
-    assert automatic.meta["tangent_path"] == "traced"
+    assert automatic.meta["tangent_path"] == "linearized"
     assert torch.allclose(automatic.finite_time, eager.finite_time, atol=1e-10, rtol=0)
 
 
 def test_short_run_in_a_fresh_process_stays_eager(attention_map, monkeypatch):
     # Nothing spent yet and a trace that costs more than the whole run: renting (eager) is cheaper than buying.
-    monkeypatch.setattr(_tangent_policy, "_EAGER_SPENT", weakref.WeakKeyDictionary())
     monkeypatch.setattr(_tangent_policy, "trace_cost_seconds", lambda eager_loop_seconds=0.0: 1e6)
     result = jacobiscope.lyapunov_spectrum(attention_map, steps=20, k=2)
     assert result.meta["tangent_path"] == "eager"
 
 
-def test_the_eager_time_that_pays_for_a_trace_is_kept_per_map_and_call(attention_map, monkeypatch):
-    """Runs on one map with k = 1 accumulate the eager time a trace would save; a map of another structure, and a traced
-    k = 3 run on the same map, neither add to it nor reset it (before: one counter for the whole process, reset by
-    any trace, so k = 1 runs mixed with traced k = 16 runs never left eager)."""
-    monkeypatch.setattr(_tangent_policy, "_EAGER_SPENT", weakref.WeakKeyDictionary())
-    costly = lambda eager_loop_seconds=0.0: 1e6  # noqa: E731  a trace that never pays: every run stays eager
+def test_the_eager_time_that_pays_for_a_recording_is_kept_per_map_and_shared_by_its_users(attention_map,
+                                                                                           monkeypatch):
+    """Lyapunov runs of any k and the Krylov products at states of one shape add to one sum: one recording of the
+    split jvp serves them all. A map of another structure neither adds to it nor resets it (before: one counter for
+    the whole process, reset by any trace, so k = 1 runs mixed with traced k = 16 runs never left eager); the
+    recording does."""
+    from jacobiscope.linalg._linearized import eager_product_seconds
+
+    costly = lambda eager_loop_seconds=0.0: 1e6  # noqa: E731  a recording that never pays: every run stays eager
     monkeypatch.setattr(_tangent_policy, "trace_cost_seconds", costly)
     m, other = attention_map, jacobiscope.systems.self_attention_map(tokens=6, dim=8, heads=2, seed=6,
                                                                       dtype=torch.float64)
-    x = m.x0
-    key_1 = (1, tuple(x.shape), x.dtype, str(x.device))
-    owner = m.module
+    x, owner = m.x0, m.module
     spent = []
     for _ in range(3):
         assert jacobiscope.lyapunov_spectrum(m, x, steps=12, k=1).meta["tangent_path"] == "eager"
-        spent.append(_tangent_policy.eager_seconds_spent(owner, key_1))
+        spent.append(eager_product_seconds(m, x, owner))
     assert 0 < spent[0] < spent[1] < spent[2]   # it accumulates, run after run
     jacobiscope.lyapunov_spectrum(other, other.x0, steps=12, k=1)
-    assert _tangent_policy.eager_seconds_spent(owner, key_1) == spent[2]   # another map's time is its own
+    assert eager_product_seconds(m, x, owner) == spent[2]   # another map's time is its own
+    assert jacobiscope.lyapunov_spectrum(m, x, steps=12, k=3).meta["tangent_path"] == "eager"
+    after_k3 = eager_product_seconds(m, x, owner)
+    assert after_k3 > spent[2]   # a k = 3 run adds to what the same recording would save
+    operator = jacobiscope.linalg.JacobianOperator(m, x)
+    operator.matvec(torch.ones_like(x))
+    assert eager_product_seconds(m, x, owner) > after_k3   # and so do the Krylov products
     monkeypatch.setattr(_tangent_policy, "trace_cost_seconds", lambda eager_loop_seconds=0.0: 0.0)
-    assert jacobiscope.lyapunov_spectrum(m, x, steps=12, k=3).meta["tangent_path"] == "traced"
-    assert _tangent_policy.eager_seconds_spent(owner, key_1) == spent[2]   # a k = 3 trace does not reset k = 1's
-    assert _tangent_policy.eager_seconds_spent(owner, (3, tuple(x.shape), x.dtype, str(x.device))) == 0.0
-    assert jacobiscope.lyapunov_spectrum(m, x, steps=12, k=1).meta["tangent_path"] == "traced"
-    assert _tangent_policy.eager_seconds_spent(owner, key_1) == 0.0   # its own trace does
+    assert jacobiscope.lyapunov_spectrum(m, x, steps=12, k=1).meta["tangent_path"] == "linearized"
+    assert eager_product_seconds(m, x, owner) == 0.0   # recorded: paid for
+
+
+def test_one_recording_serves_the_krylov_products_and_the_lyapunov_loop(attention_map, monkeypatch):
+    """After the spectral norm's products recorded the split jvp, a Lyapunov run on the same map uses it from its
+    first loop, whatever k, and records nothing (``analyze`` used to record twice: ~0.3-0.6 s each on CPU)."""
+    from jacobiscope.linalg import _linearized
+    from jacobiscope.dynamics import _tangent_trace
+
+    recordings = []
+
+    def counting(original):
+        def trace_graph(*args, **kwargs):
+            recordings.append(1)
+            return original(*args, **kwargs)
+
+        return trace_graph
+
+    monkeypatch.setattr(_linearized, "trace_graph", counting(_linearized.trace_graph))
+    monkeypatch.setattr(_tangent_trace, "trace_graph", counting(_tangent_trace.trace_graph))
+    monkeypatch.setattr(_tangent_policy, "trace_cost_seconds", lambda eager_loop_seconds=0.0: 1e6)  # never pays
+    m = attention_map
+    operator = jacobiscope.linalg.JacobianOperator(m, m.x0, linearize=True)
+    operator.matvec(torch.ones_like(m.x0))
+    assert operator.product_path == "linearized" and len(recordings) == 1
+    for k in (1, 4):
+        automatic = jacobiscope.lyapunov_spectrum(m, m.x0, steps=10, k=k)
+        eager = jacobiscope.lyapunov_spectrum(m, m.x0, steps=10, k=k, compile=False)
+        assert automatic.meta["tangent_path"] == "linearized"
+        assert torch.allclose(automatic.exponents, eager.exponents, atol=1e-10, rtol=0)
+    assert len(recordings) == 1
+
+
+def test_k_above_one_times_both_recordings_and_keeps_the_faster(attention_map, trace_at_once):
+    """For k > 1 the linearized loop (k products from one split) and the traced vmap graph each win somewhere
+    (arithmetic- against dispatch-bound maps): both are timed, remembered per map and call, and the faster runs."""
+    m = attention_map
+    x = m.x0
+    key = (3, tuple(x.shape), x.dtype, str(x.device))
+    eager = jacobiscope.lyapunov_spectrum(m, x, steps=40, k=3, compile=False)
+    paths = [jacobiscope.lyapunov_spectrum(m, x, steps=40, k=3).meta["tangent_path"] for _ in range(3)]
+    measured = _tangent_policy.measured_loop_seconds(m.module, key)
+    assert set(measured) == {"linearized", "traced"} and all(s > 0 for s in measured.values())
+    faster = min(measured, key=measured.get)
+    for seconds in ({"linearized": 1.0, "traced": 2.0}, {"linearized": 2.0, "traced": 1.0}):
+        for path, value in seconds.items():   # what the timings said: the next run starts on the faster path
+            _tangent_policy._ledger_for(m.module)[("loop seconds", path, *key)] = value
+        result = jacobiscope.lyapunov_spectrum(m, x, steps=10, k=3)
+        assert result.meta["tangent_path"] == min(seconds, key=seconds.get)
+        assert torch.allclose(result.exponents, jacobiscope.lyapunov_spectrum(m, x, steps=10, k=3,
+                                                                              compile=False).exponents,
+                              atol=1e-10, rtol=0)
+    assert paths[-1] == faster
+    assert torch.allclose(jacobiscope.lyapunov_spectrum(m, x, steps=40, k=3).exponents, eager.exponents,
+                          atol=1e-10, rtol=0)
 
 
 def test_a_layer_of_the_same_structure_reuses_the_graph_with_its_own_weights(attention_map, monkeypatch):
@@ -138,7 +205,7 @@ def test_a_layer_of_the_same_structure_reuses_the_graph_with_its_own_weights(att
     assert not torch.equal(other.module.query.weight, first.module.query.weight)
     automatic = jacobiscope.lyapunov_spectrum(other, other.x0, steps=10, k=2)
     eager = jacobiscope.lyapunov_spectrum(other, other.x0, steps=10, k=2, compile=False)
-    assert automatic.meta["tangent_path"] == "traced"   # the shared graph: no trace would have paid here
+    assert automatic.meta["tangent_path"] == "linearized"   # the shared graph: no recording would have paid here
     assert torch.allclose(automatic.exponents, eager.exponents, atol=1e-10, rtol=0)
     different = jacobiscope.systems.self_attention_map(tokens=6, dim=8, heads=2, eta=0.9, injection=True,
                                                        weight_scale=1.5, seed=12, dtype=torch.float64)
@@ -177,7 +244,7 @@ def test_nonfinite_trajectory_is_flagged_on_the_traced_path(trace_at_once):
     x0 = torch.tensor([[1.0], [1e10]], dtype=torch.float64)  # row 1 overflows float64 at loop 5
     with pytest.warns(NonFiniteWarning, match="first at loop 5"):
         result = jacobiscope.lyapunov_spectrum(m, x0, steps=20)
-    assert result.meta["tangent_path"] == "traced"
+    assert result.meta["tangent_path"] == "linearized"
     assert result.nonfinite_step.tolist() == [-1, 5]
     assert abs(float(result.exponents[0, 0]) - math.log(0.5)) < 1e-12 and torch.isnan(result.exponents[1, 0])
 
@@ -215,7 +282,7 @@ def test_automatic_compile_switches_on_long_runs_and_falls_back_silently(attenti
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         fallen_back = jacobiscope.lyapunov_spectrum(m, m.x0, steps=40, k=2)
-    assert fallen_back.meta["tangent_path"] == "traced"
+    assert fallen_back.meta["tangent_path"] == "linearized"
     assert torch.allclose(fallen_back.exponents, eager.exponents, atol=1e-10, rtol=0)
 
 

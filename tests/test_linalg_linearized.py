@@ -194,8 +194,12 @@ def test_a_layernorm_models_lyapunov_loop_now_runs_traced_with_the_eager_exponen
     monkeypatch.setattr(_tangent_policy, "trace_cost_seconds", lambda eager_loop_seconds=0.0: 0.0)
     automatic = jacobiscope.lyapunov_spectrum(looped, looped.x0, steps=12, k=3)
     eager = jacobiscope.lyapunov_spectrum(looped, looped.x0, steps=12, k=3, compile=False)
-    assert automatic.meta["tangent_path"] == "traced"
+    assert automatic.meta["tangent_path"] == "linearized"
     assert torch.allclose(automatic.exponents, eager.exponents, atol=1e-10, rtol=0)
+    monkeypatch.setattr(_tangent_policy, "split_graph", lambda *args, **kwargs: None)   # the vmap graph traces too
+    traced = jacobiscope.lyapunov_spectrum(looped, looped.x0, steps=12, k=3)
+    assert traced.meta["tangent_path"] == "traced"
+    assert torch.allclose(traced.exponents, eager.exponents, atol=1e-10, rtol=0)
 
 
 def test_measure_of_a_single_trajectory_module_map_shares_its_recording_across_calls(monkeypatch):

@@ -264,7 +264,7 @@ def test_trained_head_variants_compare_the_heads_that_learned_by_welchs_test():
         pytest.skip("the zoo's head variants are not shipped")
     part = claims._trained_heads_evidence({name: shipped[name] for name in names})
     learned = [n for n in names if (claims.best_over_loops(shipped[n], "id")[0] or 0) >= claims.SIGNAL_FLOOR]
-    assert ("1 heads never learned" in part.part) == ("zoo/itrsa-heads-1" not in learned)
+    assert ("itrsa-heads-1" in part.part.split("never learned")[0]) == ("zoo/itrsa-heads-1" not in learned)
     few, many = (shipped[n]["dynamics_id"] for n in (learned[0], learned[-1]))
     reference = scipy_stats.ttest_ind_from_stats(many["max_lyapunov_mean"], many["max_lyapunov_std"], many["puzzles"],
                                                  few["max_lyapunov_mean"], few["max_lyapunov_std"], few["puzzles"],
@@ -274,6 +274,27 @@ def test_trained_head_variants_compare_the_heads_that_learned_by_welchs_test():
                             "refuted" if reference.pvalue < 0.05 else "inconclusive at this budget")
     alone = claims._trained_heads_evidence({names[1]: shipped[names[1]]})
     assert alone.verdict == "not testable here"  # one head count: nothing to compare
+
+
+def test_trained_head_variants_with_seed_repeats_are_compared_over_seeds(monkeypatch):
+    """With two or more runs that learned at each end, the test is over training seeds (the runs' mean exponents),
+    not over one run's puzzles; a run that never learned is left out and named."""
+    claims = _load("reproduction_claims")
+    heads = {"zoo/four": 4, "zoo/four-seed1": 4, "zoo/four-seed2": 4, "zoo/eight": 8, "zoo/eight-seed1": 8,
+             "zoo/eight-seed2": 8, "zoo/eight-seed3": 8}
+    monkeypatch.setattr(claims, "checkpoint_config", lambda name: {"num_heads": heads[name]})
+    means = {"zoo/four": -0.30, "zoo/four-seed1": -0.26, "zoo/four-seed2": -0.34, "zoo/eight": -0.10,
+             "zoo/eight-seed1": -0.12, "zoo/eight-seed2": -0.08, "zoo/eight-seed3": 5.0}
+    zoo = {name: _card({16: 0.1}, mean) for name, mean in means.items()}
+    for card in zoo.values():
+        card["dynamics_id"].update({"max_lyapunov_std": 0.05, "puzzles": 16})
+    zoo["zoo/eight-seed3"]["id"] = _card({16: 0.1}, 0.0, id_accuracy=0.0)["id"]   # never learned
+    part = claims._trained_heads_evidence(zoo)
+    assert "eight-seed3 never learned" in part.part
+    assert "3 training seeds (8 heads), 3 (4 heads)" in part.seeds
+    reference = scipy_stats.ttest_ind([-0.10, -0.12, -0.08], [-0.30, -0.26, -0.34], equal_var=False)
+    assert reference.pvalue < 0.05   # a clear effect; with 3 vs 3 runs the exact test's smallest p is 0.1
+    assert f"{0.2:+.3g}" in part.effect and part.verdict == "inconclusive at this budget"
 
 
 def test_readme_verdict_table_is_reproduction_mds_own():

@@ -112,9 +112,11 @@ def lyapunov_spectrum(
         perturbation: initial distance for ``"two_trajectory"`` (default ``sqrt(eps) * max(1, ||x0||)``).
         chunk_size: vmap chunk size for the ``k`` jvps (bounds memory for large ``k``).
         compile: how the loops run. ``None`` (default) chooses by cost, with no flag needed: a run long enough
-            to pay for it (counting the eager time earlier runs in this process spent) records its loop once as a
-            graph of plain tensor operations and replays it (eager forward-mode AD spends most of its time on
-            bookkeeping: the replay runs 2-4x faster on small maps), and a run that would still take minutes is
+            to pay for it (counting the eager jvp time earlier work on this map spent) records the step's jvp once
+            as a graph of plain tensor operations, split at the state, and replays it (``"linearized"``; eager
+            forward-mode AD spends most of its time on bookkeeping: the replay runs 2-4x faster on small maps;
+            the Krylov products of the same map share the recording); for k > 1 the ``vmap`` of the jvp traced as
+            one graph (``"traced"``) is also timed, and the faster kept; a run that would still take minutes is
             compiled with ``torch.compile``; every switch is checked against the eager loop and dropped
             silently if it fails or disagrees (the result's ``meta["tangent_path"]`` says which path ran).
             ``False``: always eager forward-mode AD. ``True``: ``torch.compile`` from the first loop (a one-off compilation of

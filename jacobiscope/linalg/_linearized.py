@@ -32,7 +32,8 @@ from torch.utils import _pytree
 
 from ._trace import agrees, shared_cache, trace_cost_seconds, trace_graph
 
-__all__ = ["ProductPolicy"]
+__all__ = ["ProductPolicy", "split_graph", "graph_leaves", "eager_product_seconds", "spend_eager_product_seconds",
+           "forget_split_graph"]
 
 UNTRACEABLE = "untraceable"
 _GRAPHS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # function owners; modules share by structure
@@ -59,6 +60,77 @@ def _weak_entry(table, owner, default):
         return default
 
 
+def _ledger(owner) -> dict:
+    cache = shared_cache(owner, _GRAPHS)
+    return cache if cache is not None else _UNOWNED
+
+
+def eager_product_seconds(looped_map, x, owner) -> float:
+    """Eager jvp time spent at states of ``x``'s signature on this owner since its last recording: what a recording
+    of the split graph would have saved. Krylov products and the Lyapunov loop's k = 1 products add to the same sum,
+    as they would share the recording."""
+    return _ledger(owner).get(("eager seconds", _signature(looped_map, x)), 0.0)
+
+
+def spend_eager_product_seconds(looped_map, x, owner, seconds: float) -> None:
+    ledger, key = _ledger(owner), ("eager seconds", _signature(looped_map, x))
+    ledger[key] = ledger.get(key, 0.0) + seconds
+
+
+def split_graph(looped_map, x, owner, *, record: bool):
+    """The split graph ``(constant, linear)`` of this map's jvp for states of ``x``'s signature: recorded before
+    (shared by modules of one structure), recorded now when ``record``, else None; also None when it cannot be
+    recorded (remembered, so nobody tries again). ``constant(*graph_leaves(map, x))`` runs the forward's part once
+    per state; ``linear(*saved, v)`` returns ``(F(x), J v)``."""
+    from ._reverse_products import uses_reverse_products
+
+    if uses_reverse_products(looped_map):  # double-backward products: a recording of forward AD cannot run
+        return None
+    cache, key = shared_cache(owner, _GRAPHS), _signature(looped_map, x)
+    graph = cache.get(key) if cache is not None else None
+    if graph is UNTRACEABLE or (graph is None and not record):
+        return None
+    if graph is None:
+        _ledger(owner)[("eager seconds", key)] = 0.0  # paid for now (or found impossible)
+        graph = _record(looped_map, x)
+        if cache is not None:
+            cache[key] = graph if graph is not None else UNTRACEABLE
+    return graph
+
+
+def forget_split_graph(looped_map, x, owner, graph, *, record_again: bool = False) -> None:
+    """``graph`` disagreed or failed here: nobody on this owner's structure uses it again; with ``record_again``
+    (a graph from earlier work, which may be stale: the module changed since) the next caller records afresh."""
+    cache, key = shared_cache(owner, _GRAPHS), _signature(looped_map, x)
+    if cache is not None and graph is not None and cache.get(key) is graph:
+        if record_again:
+            del cache[key]
+        else:
+            cache[key] = UNTRACEABLE
+
+
+def graph_leaves(looped_map, x) -> list:
+    """The inputs of a split graph's constant part: the map's parameters, then the state."""
+    return _pytree.tree_leaves((_params(looped_map), x))
+
+
+def _record(looped_map, x):
+    from ._graph_split import split_linear
+    from .operators import jvp_function
+
+    step = looped_map.step if looped_map.module is None else None
+
+    def product(params, state, v):
+        bound = step if step is not None else looped_map.with_params(params).step
+        return jvp_function(bound, state, v)
+
+    probe = torch.randn(x.shape, dtype=x.dtype, device=x.device)  # never the state itself
+    try:
+        return split_linear(trace_graph(product, _params(looped_map), x, probe), vector_inputs=1)
+    except Exception:  # noqa: BLE001 - whatever stops the recording, eager products still work
+        return None
+
+
 class ProductPolicy:
     """``matvec(v)`` / ``matmat(V)`` at state ``x``: linearized when that pays (see the module docstring)."""
 
@@ -68,11 +140,6 @@ class ProductPolicy:
         self._graph = self._saved = None
         self._leaves = None
         self._checked_state = False
-        self._key = _signature(looped_map, x)
-        # Eager product time spent on this call since its last recording, kept beside the graphs: shared by modules
-        # of one structure (the layers of a model), as their graph will be.
-        self._cache = shared_cache(owner, _GRAPHS)
-        self._spent_key = ("eager seconds", self._key)
 
     # ------------------------------------------------------------------ products
     def matvec(self, v: torch.Tensor) -> torch.Tensor:
@@ -101,8 +168,7 @@ class ProductPolicy:
             if self.x.device.type == "cuda":
                 torch.cuda.synchronize(self.x.device)
             self._last_eager = time.perf_counter() - started
-            ledger = self._cache if self._cache is not None else _UNOWNED
-            ledger[self._spent_key] = ledger.get(self._spent_key, 0.0) + self._last_eager
+            spend_eager_product_seconds(self.map, self.x, self.owner, self._last_eager)
         return out
 
     def _linear(self, v):
@@ -120,32 +186,18 @@ class ProductPolicy:
 
     # ------------------------------------------------------------------ choosing and checking the graph
     def _wants_graph(self) -> bool:
-        from ._reverse_products import uses_reverse_products
-
-        if uses_reverse_products(self.map):  # double-backward products: a recording of forward AD cannot run
-            return False
-        found = self._cache.get(self._key) if self._cache is not None else None
-        if found is UNTRACEABLE:
-            return False
-        if found is not None or self.mode is True:
+        if self.mode is True or split_graph(self.map, self.x, self.owner, record=False) is not None:
             return True
         last = getattr(self, "_last_eager", None)
-        ledger = self._cache if self._cache is not None else _UNOWNED
-        return last is not None and ledger.get(self._spent_key, 0.0) >= trace_cost_seconds(last)
+        return last is not None and eager_product_seconds(self.map, self.x, self.owner) >= trace_cost_seconds(last)
 
     def _adopt_graph(self, v):
         """Take the graph (recorded now, or shared); returns ``J v`` when it had to be checked (by the graph, or by
         eager forward AD when the graph failed the check), else None."""
-        cache = self._cache
-        graph = cache.get(self._key) if cache is not None else None
+        graph = split_graph(self.map, self.x, self.owner, record=True)
         if graph is None:
-            (cache if cache is not None else _UNOWNED)[self._spent_key] = 0.0  # paid for now (or found impossible)
-            graph = self._record()
-            if cache is not None:
-                cache[self._key] = graph if graph is not None else UNTRACEABLE
-            if graph is None:
-                return None
-        self._graph, self._leaves = graph, _pytree.tree_leaves((_params(self.map), self.x))
+            return None
+        self._graph, self._leaves = graph, graph_leaves(self.map, self.x)
         checked = _weak_entry(_CHECKED, self.owner, set())
         if id(graph) in checked:
             self.path = "linearized"
@@ -163,25 +215,7 @@ class ProductPolicy:
         self.path = "linearized"
         return product  # from here on every product comes from the graph: one path, one rounding
 
-    def _record(self):
-        from ._graph_split import split_linear
-        from .operators import jvp_function
-
-        step = self.map.step if self.map.module is None else None
-
-        def product(params, x, v):
-            bound = step if step is not None else self.map.with_params(params).step
-            return jvp_function(bound, x, v)
-
-        probe = torch.randn(self.x.shape, dtype=self.x.dtype, device=self.x.device)  # never the state itself
-        try:
-            return split_linear(trace_graph(product, _params(self.map), self.x, probe), vector_inputs=1)
-        except Exception:  # noqa: BLE001 - whatever stops the recording, eager products still work
-            return None
-
     def _drop(self) -> None:
-        cache = self._cache
-        if cache is not None and self._graph is not None and cache.get(self._key) is self._graph:
-            cache[self._key] = UNTRACEABLE
+        forget_split_graph(self.map, self.x, self.owner, self._graph)
         self._graph = self._saved = None
         self.path = "eager"
