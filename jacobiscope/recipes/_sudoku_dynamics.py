@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import copy
 import warnings
-from pathlib import Path
 
 import torch
 
 from .._io import atomic_write_text
+from ._card_files import read_shipped_card
 
 __all__ = ["measure_dynamics", "summarize", "dynamics_section", "refresh_dynamics_section"]
 
@@ -116,20 +116,12 @@ def dynamics_section(results: dict) -> str:
 def refresh_dynamics_section(folder) -> bool:
     """Rewrite the dynamics section of the card in ``folder`` from its ``results.json``; returns whether the card
     changed. The card is replaced atomically."""
-    import json
-
-    folder = Path(folder)
-    card_path, results_path = folder / "README.md", folder / "results.json"
-    for path in (card_path, results_path):
-        if not path.is_file():
-            raise FileNotFoundError(f"{path} does not exist: refresh_dynamics_section needs a shipped folder (model "
-                                    "card README.md and results.json, as ship_checkpoint writes them)")
-    card = card_path.read_text()
+    card_path, card, results = read_shipped_card(folder, "refresh_dynamics_section")
     if f"\n{_TITLE}" not in card:
         raise ValueError(f"{card_path} has no '{_TITLE}' section to rewrite")
     start = card.index(f"\n{_TITLE}") + 1
     end = card.find("\n## ", start + 1) + 1  # 0: the section is the card's last
-    section = dynamics_section(json.loads(results_path.read_text()))
+    section = dynamics_section(results)
     updated = card[:start] + section + ("\n" + card[end:] if end else "")
     if updated != card:
         atomic_write_text(card_path, updated)

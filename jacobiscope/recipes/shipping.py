@@ -12,6 +12,7 @@ from pathlib import Path
 import torch
 
 from .._io import atomic_write_text
+from ._card_files import read_shipped_card
 from ._scaling import scaling_section
 from ._sudoku_dynamics import dynamics_section, measure_dynamics
 
@@ -204,14 +205,8 @@ _SCALING_TITLE = "## Test-time scaling"
 def refresh_scaling_section(folder) -> bool:
     """Write (or rewrite) the test-time-scaling section of the card in ``folder`` from its ``results.json``, just
     before its dynamics section; returns whether the card changed. The card is replaced atomically."""
-    folder = Path(folder)
-    card_path, results_path = folder / "README.md", folder / "results.json"
-    for path in (card_path, results_path):
-        if not path.exists():
-            raise FileNotFoundError(f"{path} does not exist: refresh_scaling_section needs a shipped folder "
-                                    "(model card README.md and results.json, as ship_checkpoint writes them)")
-    card = card_path.read_text()
-    section = scaling_section(json.loads(results_path.read_text()))
+    card_path, card, results = read_shipped_card(folder, "refresh_scaling_section")
+    section = scaling_section(results)
     if _SCALING_TITLE in card:  # replace the old section: it runs up to the next heading
         start = card.index(_SCALING_TITLE)
         end = card.find("\n## ", start + 1) + 1  # 0: the section is the card's last
@@ -230,9 +225,7 @@ def refresh_accuracy_tables(folder) -> bool:
     """Rewrite the accuracy tables of the card in ``folder`` from its ``results.json`` (each with its Wilson interval
     line); returns whether the card changed. A table must be the one ``results.json`` renders (with or without the
     interval line), else `ValueError`. The card is replaced atomically."""
-    folder = Path(folder)
-    card_path = folder / "README.md"
-    card, results = card_path.read_text(), json.loads((folder / "results.json").read_text())
+    card_path, card, results = read_shipped_card(folder, "refresh_accuracy_tables")
     updated, position = card, 0
     for split in ("id", "ood", "fresh"):  # in the card's order: two splits can render the same rows (all 0.0%)
         if split not in results or "votes=1" not in results[split]:
