@@ -188,7 +188,9 @@ def test_k_above_one_times_both_recordings_and_keeps_the_faster(attention_map, t
         assert torch.allclose(result.exponents, jacobiscope.lyapunov_spectrum(m, x, steps=10, k=3,
                                                                               compile=False).exponents,
                               atol=1e-10, rtol=0)
-    assert paths[-1] == faster
+    slower = max(measured, key=measured.get)
+    # the last run ends on the faster path, unless the two are within the switching margin (then it stays put)
+    assert paths[-1] == faster or measured[faster] >= _tangent_policy._SWITCH_MARGIN * measured[slower]
     assert torch.allclose(jacobiscope.lyapunov_spectrum(m, x, steps=40, k=3).exponents, eager.exponents,
                           atol=1e-10, rtol=0)
 

@@ -57,6 +57,9 @@ _TIMED_EAGER_LOOPS = 2
 _TIMED_FAST_LOOPS = 16
 _COMPILE_PAYOFF_SECONDS = 120.0  # a 10-20 s compilation (CPU), recouped when compiled loops are >= 1.2x faster
 _MIN_LOOPS_FOR_CACHED_GRAPH = 4  # a cached graph still costs one checking loop
+# A run leaves the recorded path it is on only for one measured this much faster: a switch costs a checking loop
+# (eager), and timings of two paths within a few percent of each other would otherwise flip it run after run.
+_SWITCH_MARGIN = 0.9
 # Per map owner and call (k, state shape, dtype, device): each recorded path's measured seconds a loop, and the
 # linearized loop time spent since the traced graph was last considered. Kept where the graphs are (`shared_cache`):
 # modules of one structure (the layers of a model) share it as they share the graphs. Function owners are held
@@ -179,10 +182,10 @@ class LoopRunner:
         the linearized loops of this call have cost what its recording costs."""
         known = measured_loop_seconds(self.owner, self._key)
         if self.path == "traced":
-            if known.get("linearized", float("inf")) < per_loop:
+            if known.get("linearized", float("inf")) < _SWITCH_MARGIN * per_loop:
                 self._try_linearized(x, record=False)
             return
-        if known.get("traced", float("inf")) < per_loop:
+        if known.get("traced", float("inf")) < _SWITCH_MARGIN * per_loop:
             traced = cached_graph(self.owner, self.map, x, self._key[0], self.chunk_size)
             if traced is not None and traced is not UNTRACEABLE:
                 self._try_trace(x, None)
