@@ -44,7 +44,7 @@ import weakref
 
 import torch
 
-from ..linalg._linearized import eager_product_seconds, forget_split_graph, spend_eager_product_seconds, split_graph
+from ..linalg._linearized import SplitSlot, split_graph
 from ..linalg._reverse_products import uses_reverse_products
 from ..linalg._trace import agrees, shared_cache
 from ._tangent_linearized import linearized_tangent_step
@@ -102,14 +102,14 @@ class LoopRunner:
         self._fast_started: float | None = None
         self._fast_loops = 0
         self._key = None  # (k, state shape, dtype, device), set at the first loop
-        self._x = None  # a state of this run: the signature the split graph is kept under
+        self._slot = None  # where the split graph and its ledger live for this run's states (SplitSlot)
         self._linearized_from_earlier_work = False
 
     def __call__(self, x: torch.Tensor, frame: torch.Tensor, renormalize: bool):
         self.loop += 1
         if self.loop == 1:
             self._key = (frame.shape[0], tuple(x.shape), x.dtype, str(x.device))
-            self._x = x
+            self._slot = SplitSlot(self.map, x, self.owner)
             self._choose_first_path(x, frame)
         if self.fast is not None:
             if renormalize in self.checked:
@@ -129,7 +129,7 @@ class LoopRunner:
 
     def _spend(self, seconds: float) -> None:
         # What a recording of the split graph would have saved: shared with the Krylov products of the same map.
-        spend_eager_product_seconds(self.map, self._x, self.owner, seconds)
+        self._slot.spend(seconds)
 
     # ------------------------------------------------------------------ decisions
     def _choose_first_path(self, x, frame) -> None:
@@ -155,8 +155,7 @@ class LoopRunner:
             return
         per_loop = min(self._eager_timings)
         remaining = (self.total - self.loop) * per_loop
-        spent = eager_product_seconds(self.map, x, self.owner)
-        if remaining > 0 and spent + remaining >= trace_cost_seconds(per_loop):
+        if remaining > 0 and self._slot.spent() + remaining >= trace_cost_seconds(per_loop):
             if not self._try_linearized(x, record=True):
                 if cached_graph(self.owner, self.map, x, frame.shape[0], self.chunk_size) is not UNTRACEABLE:
                     self._try_trace(x, frame)
@@ -251,7 +250,7 @@ class LoopRunner:
             mark_untraceable(self.owner, self.map, x, frame.shape[0], self.chunk_size)
         if failed == "linearized":
             stale = self._linearized_from_earlier_work and self.mode is None
-            forget_split_graph(self.map, x, self.owner, getattr(self.fast, "graph", None), record_again=stale)
+            self._slot.forget(getattr(self.fast, "graph", None), record_again=stale)
             if stale and self._try_linearized(x, record=True):  # recorded afresh, once
                 return
         if failed == "compiled" and self.mode is True:

@@ -32,8 +32,7 @@ from torch.utils import _pytree
 
 from ._trace import agrees, shared_cache, trace_cost_seconds, trace_graph
 
-__all__ = ["ProductPolicy", "split_graph", "graph_leaves", "eager_product_seconds", "spend_eager_product_seconds",
-           "forget_split_graph"]
+__all__ = ["ProductPolicy", "SplitSlot", "split_graph", "graph_leaves", "eager_product_seconds"]
 
 UNTRACEABLE = "untraceable"
 _GRAPHS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # function owners; modules share by structure
@@ -60,53 +59,62 @@ def _weak_entry(table, owner, default):
         return default
 
 
-def _ledger(owner) -> dict:
-    cache = shared_cache(owner, _GRAPHS)
-    return cache if cache is not None else _UNOWNED
+class SplitSlot:
+    """Where the split graph of a map's jvp and its eager-time ledger live, for states of ``x``'s signature on this
+    owner: resolved once per user (the signature and the owner's structure walk every parameter, too slow to redo
+    per product). Modules of one structure share the slot's dicts, as they share the graph."""
+
+    def __init__(self, looped_map, x, owner):
+        self.map, self.owner = looped_map, owner
+        self.cache = shared_cache(owner, _GRAPHS)
+        self.ledger = self.cache if self.cache is not None else _UNOWNED
+        self.key = _signature(looped_map, x)
+        self.spent_key = ("eager seconds", self.key)
+
+    def spent(self) -> float:
+        """Eager jvp time spent since the last recording: what recording would have saved. Krylov products and
+        Lyapunov loops of any k add to the same sum, as they would share the recording."""
+        return self.ledger.get(self.spent_key, 0.0)
+
+    def spend(self, seconds: float) -> None:
+        self.ledger[self.spent_key] = self.spent() + seconds
+
+    def graph(self, x, *, record: bool):
+        """The split graph ``(constant, linear)``: recorded before, recorded now at ``x`` when ``record``, else
+        None; also None when it cannot be recorded (remembered, so nobody tries again)."""
+        from ._reverse_products import uses_reverse_products
+
+        if uses_reverse_products(self.map):  # double-backward products: a recording of forward AD cannot run
+            return None
+        graph = self.cache.get(self.key) if self.cache is not None else None
+        if graph is UNTRACEABLE or (graph is None and not record):
+            return None
+        if graph is None:
+            self.ledger[self.spent_key] = 0.0  # paid for now (or found impossible)
+            graph = _record(self.map, x)
+            if self.cache is not None:
+                self.cache[self.key] = graph if graph is not None else UNTRACEABLE
+        return graph
+
+    def forget(self, graph, *, record_again: bool = False) -> None:
+        """``graph`` disagreed or failed here: nobody on this structure uses it again; with ``record_again`` (a
+        graph from earlier work, which may be stale: the module changed since) the next caller records afresh."""
+        if self.cache is not None and graph is not None and self.cache.get(self.key) is graph:
+            if record_again:
+                del self.cache[self.key]
+            else:
+                self.cache[self.key] = UNTRACEABLE
 
 
 def eager_product_seconds(looped_map, x, owner) -> float:
-    """Eager jvp time spent at states of ``x``'s signature on this owner since its last recording: what a recording
-    of the split graph would have saved. Krylov products and the Lyapunov loop's k = 1 products add to the same sum,
-    as they would share the recording."""
-    return _ledger(owner).get(("eager seconds", _signature(looped_map, x)), 0.0)
-
-
-def spend_eager_product_seconds(looped_map, x, owner, seconds: float) -> None:
-    ledger, key = _ledger(owner), ("eager seconds", _signature(looped_map, x))
-    ledger[key] = ledger.get(key, 0.0) + seconds
+    """`SplitSlot.spent` of this map, state signature and owner."""
+    return SplitSlot(looped_map, x, owner).spent()
 
 
 def split_graph(looped_map, x, owner, *, record: bool):
-    """The split graph ``(constant, linear)`` of this map's jvp for states of ``x``'s signature: recorded before
-    (shared by modules of one structure), recorded now when ``record``, else None; also None when it cannot be
-    recorded (remembered, so nobody tries again). ``constant(*graph_leaves(map, x))`` runs the forward's part once
-    per state; ``linear(*saved, v)`` returns ``(F(x), J v)``."""
-    from ._reverse_products import uses_reverse_products
-
-    if uses_reverse_products(looped_map):  # double-backward products: a recording of forward AD cannot run
-        return None
-    cache, key = shared_cache(owner, _GRAPHS), _signature(looped_map, x)
-    graph = cache.get(key) if cache is not None else None
-    if graph is UNTRACEABLE or (graph is None and not record):
-        return None
-    if graph is None:
-        _ledger(owner)[("eager seconds", key)] = 0.0  # paid for now (or found impossible)
-        graph = _record(looped_map, x)
-        if cache is not None:
-            cache[key] = graph if graph is not None else UNTRACEABLE
-    return graph
-
-
-def forget_split_graph(looped_map, x, owner, graph, *, record_again: bool = False) -> None:
-    """``graph`` disagreed or failed here: nobody on this owner's structure uses it again; with ``record_again``
-    (a graph from earlier work, which may be stale: the module changed since) the next caller records afresh."""
-    cache, key = shared_cache(owner, _GRAPHS), _signature(looped_map, x)
-    if cache is not None and graph is not None and cache.get(key) is graph:
-        if record_again:
-            del cache[key]
-        else:
-            cache[key] = UNTRACEABLE
+    """`SplitSlot.graph` of this map, state signature and owner. ``constant(*graph_leaves(map, x))`` runs the
+    forward's part once per state; ``linear(*saved, v)`` returns ``(F(x), J v)``."""
+    return SplitSlot(looped_map, x, owner).graph(x, record=record)
 
 
 def graph_leaves(looped_map, x) -> list:
@@ -140,6 +148,7 @@ class ProductPolicy:
         self._graph = self._saved = None
         self._leaves = None
         self._checked_state = False
+        self._slot = SplitSlot(looped_map, x, owner)
 
     # ------------------------------------------------------------------ products
     def matvec(self, v: torch.Tensor) -> torch.Tensor:
@@ -168,7 +177,7 @@ class ProductPolicy:
             if self.x.device.type == "cuda":
                 torch.cuda.synchronize(self.x.device)
             self._last_eager = time.perf_counter() - started
-            spend_eager_product_seconds(self.map, self.x, self.owner, self._last_eager)
+            self._slot.spend(self._last_eager)
         return out
 
     def _linear(self, v):
@@ -186,15 +195,15 @@ class ProductPolicy:
 
     # ------------------------------------------------------------------ choosing and checking the graph
     def _wants_graph(self) -> bool:
-        if self.mode is True or split_graph(self.map, self.x, self.owner, record=False) is not None:
+        if self.mode is True or self._slot.graph(self.x, record=False) is not None:
             return True
         last = getattr(self, "_last_eager", None)
-        return last is not None and eager_product_seconds(self.map, self.x, self.owner) >= trace_cost_seconds(last)
+        return last is not None and self._slot.spent() >= trace_cost_seconds(last)
 
     def _adopt_graph(self, v):
         """Take the graph (recorded now, or shared); returns ``J v`` when it had to be checked (by the graph, or by
         eager forward AD when the graph failed the check), else None."""
-        graph = split_graph(self.map, self.x, self.owner, record=True)
+        graph = self._slot.graph(self.x, record=True)
         if graph is None:
             return None
         self._graph, self._leaves = graph, graph_leaves(self.map, self.x)
@@ -216,6 +225,6 @@ class ProductPolicy:
         return product  # from here on every product comes from the graph: one path, one rounding
 
     def _drop(self) -> None:
-        forget_split_graph(self.map, self.x, self.owner, self._graph)
+        self._slot.forget(self._graph)
         self._graph = self._saved = None
         self.path = "eager"
