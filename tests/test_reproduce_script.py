@@ -2,6 +2,7 @@
 import importlib.util
 import json
 import math
+import statistics
 import sys
 from pathlib import Path
 
@@ -147,14 +148,22 @@ def test_regularizer_verdict_tests_best_ood_over_seed_repeats(tmp_path):
            "zoo/itrsa-e-multi": _card({16: 0.01, 128: 0.02}, -0.3, id_accuracy=0.0)}
     claim = claims.claim_regularizers(_context(claims, zoo, tmp_path))
     # one seed a side: no interval; E-multi never trained: not testable, and why
-    assert [p.verdict for p in claim.evidence] == ["not testable here", "not testable here"]
+    assert [p.verdict for p in claim.evidence] == ["not testable here"] * 3
     assert "never left its plateau" in claim.evidence[1].why
+    assert claim.evidence[2].why == "not trained yet (examples/train_zoo.py)"  # the recipe under which it trains
     for seed in (1, 2, 3):
         zoo[f"zoo/itrsa-spec-seed{seed}"] = _card({16: 0.0, 128: 0.30 + seed / 100}, -0.2)
         zoo[f"zoo/itrsa-base-seed{seed}"] = _card({16: 0.0, 128: 0.10 + seed / 100}, -0.2)
     claim = claims.claim_regularizers(_context(claims, zoo, tmp_path))
     assert claim.evidence[0].verdict == "reproduced" and "itrsa-spec 4" in claim.why    # 4 vs 4: exact p = 2/70
     assert claim.verdict == "partly"  # E-multi's half is not testable
+    # E-multi under the recipe under which it trains, against its twin: 3 seeds a side, every one below
+    for suffix, (energy, twin) in zip(("", "-seed1", "-seed2"), ((0.05, 0.20), (0.06, 0.22), (0.04, 0.21))):
+        zoo[f"zoo/{claims.TRAINED_ENERGY}{suffix}"] = _card({16: 0.0, 128: energy}, -0.3)
+        zoo[f"zoo/{claims.TRAINED_ENERGY_BASE}{suffix}"] = _card({16: 0.0, 128: twin}, -0.2)
+    trained = claims.claim_regularizers(_context(claims, zoo, tmp_path)).evidence[2]
+    assert trained.seeds.startswith("3 / 3") and "-16 [" in trained.effect and "p = 0.1" in trained.effect
+    assert trained.verdict == "inconclusive at this budget"  # 3 vs 3 seeds: the exact test cannot go below 0.1
 
 
 def test_itrsa_scaling_leaves_out_checkpoints_below_the_signal_floor(tmp_path):
@@ -254,6 +263,36 @@ def test_energy_constrained_variants_that_never_trained_are_not_testable(tmp_pat
     assert [p.verdict for p in contracts] == ["reproduced", "reproduced"]    # 4 vs 4 seeds: exact p = 2/70
     assert {p.verdict for p in worse} == {"inconclusive at this budget"}      # the same accuracies: no effect
     assert claim.verdict == "partly" and "| itrsa-e-multi-seed1 |" in claim.table
+
+
+def test_the_energy_recipe_that_trains_is_tested_against_its_own_unconstrained_twin(tmp_path):
+    """The e_multi run of the recipe under which it trains is compared with the same recipe's standard attention,
+    not with the zoo's base: one seed a side names what is missing; learned seeds on both sides decide."""
+    claims = _load("reproduction_claims")
+    zoo = {"zoo/itrsa-base": _card({16: 0.05, 128: 0.10}, -0.10),
+           "zoo/itrsa-e-single": _card({16: 0.0, 128: 0.0}, -0.05, id_accuracy=0.0),
+           "zoo/itrsa-e-multi": _card({16: 0.0, 128: 0.0}, -0.30, id_accuracy=0.0),
+           f"zoo/{claims.TRAINED_ENERGY_BASE}": _card({16: 0.20, 128: 0.30}, -0.10),
+           f"zoo/{claims.TRAINED_ENERGY}": _card({16: 0.05, 128: 0.08}, -0.20)}
+    def pair(claim):
+        return [p for p in claim.evidence if p.part.startswith(claims.TRAINED_ENERGY + " ")]
+    parts = pair(claims.claim_energy_constrained(_context(claims, zoo, tmp_path)))
+    assert len(parts) == 2 and all(claims.TRAINED_ENERGY_BASE in p.part for p in parts)
+    assert [p.verdict for p in parts] == ["not testable here"] * 2
+    assert all(p.why == "fewer than 2 seeds that learned on a side" for p in parts)
+    # four seeds a side, every e_multi run below every twin on both measures: exact permutation p = 2/70
+    for seed in (1, 2, 3):
+        zoo[f"zoo/{claims.TRAINED_ENERGY_BASE}-seed{seed}"] = _card({16: 0.2 + 0.01 * seed, 128: 0.3 + 0.01 * seed},
+                                                                    -0.10 - 0.01 * seed)
+        zoo[f"zoo/{claims.TRAINED_ENERGY}-seed{seed}"] = _card({16: 0.05 + 0.01 * seed, 128: 0.08 + 0.01 * seed},
+                                                               -0.20 - 0.01 * seed)
+    claim = claims.claim_energy_constrained(_context(claims, zoo, tmp_path))
+    parts = pair(claim)
+    assert [p.verdict for p in parts] == ["reproduced", "reproduced"], [(p.part, p.verdict, p.why) for p in parts]
+    worse = next(p for p in parts if "worse" in p.part)
+    difference = statistics.fmean([0.08, 0.09, 0.10, 0.11]) - statistics.fmean([0.30, 0.31, 0.32, 0.33])
+    assert worse.effect.split(": ", 1)[1].startswith(f"{difference:+.3g} [") and "n = 4 / 4" in worse.effect
+    assert f"| {claims.TRAINED_ENERGY}-seed2 |" in claim.table
 
 
 def test_trained_head_variants_compare_the_heads_that_learned_by_welchs_test():
