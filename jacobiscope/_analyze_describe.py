@@ -8,7 +8,7 @@ import torch
 
 from .adapters._source import map_source
 from .diagnostics._base import resolve
-from .errors import ArgumentError
+from .errors import ArgumentError, StateError
 from ._analyze_options import check_options, resolve_diagnostics
 
 __all__ = ["describe", "LayerPlan", "LayerPlans"]
@@ -204,12 +204,21 @@ def describe(model, inputs, tokenizer=None, layers=None, mode: str | None = None
 
 def _plan_of(looped, item, loops: int, diagnostics, k: int, eigen_k: int, spectral_samples: int) -> LayerPlan:
     """One map's plan: each operation timed on it, each diagnostic's cost priced."""
-    x0 = looped.x0
-    prices = _operation_seconds(looped, x0, k)
-    recorded, recording = _recorded_prices(looped, x0, k, prices)
+    from .diagnostics._measure import _one_trajectory
+
+    # Timed on the map measure runs (one trajectory with a batch axis of one), so the recording keyed by it is the
+    # one analyze's products find.
+    try:
+        batched, batched_x0 = _one_trajectory(looped, looped.x0)
+        finite = True
+    except StateError:  # a non-finite start (analyze flags that layer): timed as it is, no recording to price
+        (batched, batched_x0), finite = (looped, looped.x0), False
+    prices = _operation_seconds(batched, batched_x0, k)
+    recorded, recording = _recorded_prices(batched, batched_x0, k, prices) if finite else ({}, 0.0)
     prices.update(recorded)
     options = {"k": k, "eigen_k": eigen_k, "spectral_samples": spectral_samples}
     # The trajectory itself, then each diagnostic's own estimate (registered ones included).
+    x0 = looped.x0
     costs = {diagnostic.name: _seconds(diagnostic.cost(int(x0[0].numel()), loops, options), prices)
              for diagnostic in resolve(diagnostics)}
     total = loops * prices["forward"] + sum(costs.values())

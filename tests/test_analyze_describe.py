@@ -7,6 +7,7 @@ import jacobiscope
 from jacobiscope._analyze_describe import _recorded_prices, _seconds
 from jacobiscope.adapters import map_source
 from jacobiscope.diagnostics._base import resolve
+from jacobiscope.diagnostics._measure import _one_trajectory
 from jacobiscope.linalg._linearized import graph_leaves, split_graph
 from jacobiscope.linalg.operators import jvp
 from jacobiscope.maps import as_looped_map
@@ -34,11 +35,13 @@ def test_jvps_are_priced_on_the_graph_analyze_will_reuse():
     # layers of one structure share one recording: the first layer paid for it, the others found it
     assert plans[0].recording_seconds > 0 and all(p.recording_seconds == 0.0 for p in plans[1:])
     assert all(p.recording_seconds == 0.0 for p in jacobiscope.describe(model, tiny_inputs("gpt2"), loops=6))
-    # analyze's maps find it too: their first product starts on the graph, not eagerly
+    # the maps analyze measures (one trajectory, a batch axis of one) find it too: their first product starts on
+    # the graph, not eagerly
     with map_source(model, tiny_inputs("gpt2")) as source:
         for item in source:
             for looped in item.maps:
-                assert split_graph(looped, looped.x0, looped.module, record=False) is not None
+                measured, x0 = _one_trajectory(looped, looped.x0)
+                assert split_graph(measured, x0, measured.module, record=False) is not None
 
 
 def test_a_block_whose_jvp_cannot_be_recorded_is_priced_eagerly():

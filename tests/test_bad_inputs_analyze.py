@@ -357,7 +357,11 @@ def test_describe_on_a_model_with_inf_weights_still_plans_every_layer():
     model = tiny_model("gpt2")
     with torch.no_grad():
         model.h[1].mlp.c_fc.weight.fill_(float("inf"))
-    assert [plan.layer for plan in jacobiscope.describe(model, IDS, loops=2, diagnostics=["lyapunov"])] == [0, 1, 2]
+    plans = jacobiscope.describe(model, IDS, loops=2, diagnostics=["lyapunov"])
+    assert [plan.layer for plan in plans] == [0, 1, 2]
+    # layer 2 starts from the inf layer 1 made: priced as it is, nothing recorded on a non-finite state
+    assert plans[2].product_path == "eager" and plans[2].recording_seconds == 0.0
+    assert all(math.isfinite(plan.estimated_seconds) for plan in plans)
 
 
 # --------------------------------------------------------------------------------------- check_adapter
