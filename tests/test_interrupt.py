@@ -68,11 +68,12 @@ def _same_numbers(got, expected):
         assert same(a, b), first_difference(a, b)
 
 
-# 2 inputs x 3 blocks = 6 rows: the run is still going when the first row is on disk (the others take longer than
-# the 20 ms poll and the signal's delivery: 200 loops, since the 12 of before got fast enough, once the layers' loop
-# is recorded, to finish the last rows first in CI).
-CLI_ARGS = ["--ids", "1,2,3,4,5,6", "--ids", "7,8,9,10,11,12", "--loops", "200", "--diagnostics", "lyapunov", "--k",
-            "2", "--seed", "3", "--quiet"]
+# 2 inputs x 3 blocks = 6 rows. The signal must land while the run is still going, after its first row: the rows
+# after the first reuse its recordings and may finish before a loaded machine delivers the signal (CI saw it with 12
+# loops, then with 200), so a run that finished first is repeated with 10x the loops (see _interrupted_run).
+def cli_args(loops: int = 200) -> list[str]:
+    return ["--ids", "1,2,3,4,5,6", "--ids", "7,8,9,10,11,12", "--loops", str(loops), "--diagnostics", "lyapunov",
+            "--k", "2", "--seed", "3", "--quiet"]
 
 
 def _wait_for_first_row(path, process, timeout=240.0):
@@ -87,21 +88,33 @@ def _wait_for_first_row(path, process, timeout=240.0):
     raise AssertionError("no row written in time")
 
 
+def _interrupted_run(tiny_folder, partial_path):
+    """Start the CLI run, send SIGINT once its first row is on disk; returns ``(process, stderr, loops)`` of the
+    first attempt the signal interrupted (exit code other than 0), trying 200, 2,000, then 20,000 loops per row."""
+    env = dict(os.environ, HF_HUB_OFFLINE="1", OPENBLAS_NUM_THREADS="1")
+    for loops in (200, 2_000, 20_000):
+        partial_path.unlink(missing_ok=True)
+        process = subprocess.Popen([sys.executable, "-m", "jacobiscope", "analyze", str(tiny_folder),
+                                    *cli_args(loops), "--json", str(partial_path)], env=env, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True)
+        try:
+            first = _wait_for_first_row(partial_path, process)
+            assert is_partial(first)
+            process.send_signal(signal.SIGINT)
+            _, err = process.communicate(timeout=600)
+        finally:
+            if process.poll() is None:
+                process.kill()
+        if process.returncode != 0:  # interrupted (what it says is asserted by the caller)
+            return process, err, loops
+    raise AssertionError("every run finished before SIGINT arrived, even at 20,000 loops per row")
+
+
 @pytest.mark.slow  # suite time (a subprocess or a training run); CI runs it in its slow step
 def test_sigint_keeps_the_finished_rows_and_resume_completes_them(tiny_folder, tmp_path, capsys):
-    env = dict(os.environ, HF_HUB_OFFLINE="1", OPENBLAS_NUM_THREADS="1")
     partial_path = tmp_path / "partial.json"
-    process = subprocess.Popen([sys.executable, "-m", "jacobiscope", "analyze", str(tiny_folder), *CLI_ARGS,
-                                "--json", str(partial_path)], env=env, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
-    try:
-        first = _wait_for_first_row(partial_path, process)
-        assert is_partial(first)
-        process.send_signal(signal.SIGINT)
-        _, err = process.communicate(timeout=120)
-    finally:
-        if process.poll() is None:
-            process.kill()
+    process, err, loops = _interrupted_run(tiny_folder, partial_path)
+    args = cli_args(loops)
     assert process.returncode == 130, err
     assert "rows are kept in" in err and "--resume" in err and "Traceback" not in err, err
     partial = jacobiscope.Report.from_json(partial_path)
@@ -113,14 +126,14 @@ def test_sigint_keeps_the_finished_rows_and_resume_completes_them(tiny_folder, t
     assert partial.provenance["partial"]["total"] == 6
 
     # A resume with other arguments is refused in one line that names the difference and the fix.
-    assert main(["analyze", str(tiny_folder), *CLI_ARGS, "--seed", "4", "--json", str(partial_path), "--resume"]) == 2
+    assert main(["analyze", str(tiny_folder), *args, "--seed", "4", "--json", str(partial_path), "--resume"]) == 2
     line = capsys.readouterr().err.strip()
     assert line.count("\n") == 0 and "seed=3" in line and "seed=4" in line and "pass --seed 3 " in line, line
     # Without --resume, the partial report is not overwritten.
-    assert main(["analyze", str(tiny_folder), *CLI_ARGS, "--json", str(partial_path)]) == 2
+    assert main(["analyze", str(tiny_folder), *args, "--json", str(partial_path)]) == 2
     assert "--resume" in capsys.readouterr().err
 
-    assert main(["analyze", str(tiny_folder), *CLI_ARGS, "--json", str(partial_path), "--resume"]) == 0
+    assert main(["analyze", str(tiny_folder), *args, "--json", str(partial_path), "--resume"]) == 0
     capsys.readouterr()
     resumed = jacobiscope.Report.from_json(partial_path)
     assert not resumed.partial and resumed.remaining == [] and len(resumed.rows) == 6
@@ -128,7 +141,7 @@ def test_sigint_keeps_the_finished_rows_and_resume_completes_them(tiny_folder, t
     assert [row.seconds for row in kept] == [row.seconds for row in partial.rows]  # reused, not measured again
 
     reference_path = tmp_path / "reference.json"
-    assert main(["analyze", str(tiny_folder), *CLI_ARGS, "--json", str(reference_path)]) == 0
+    assert main(["analyze", str(tiny_folder), *args, "--json", str(reference_path)]) == 0
     reference = jacobiscope.Report.from_json(reference_path)
     _same_numbers(_numbers(resumed), _numbers(reference))
     assert resumed.provenance["arguments"] == reference.provenance["arguments"]
