@@ -189,14 +189,19 @@ def _export(ref: str) -> Path:
     return target
 
 
-def _run_child(case: str, path: Path, repeats: int) -> dict:
+def run_script_child(script: str, arguments: list, path: Path, what: str) -> dict:
+    """Run ``script --child ...`` in a fresh process importing jacobiscope from ``path``; its ``MARK`` line's JSON."""
     env = {**os.environ, "PYTHONPATH": str(path), "HF_HUB_OFFLINE": "1"}
-    out = subprocess.run([sys.executable, __file__, "--child", case, "--repeats", str(repeats)], env=env, cwd=path,
-                         capture_output=True, text=True, timeout=1800)
+    out = subprocess.run([sys.executable, script, "--child", *arguments], env=env, cwd=path, capture_output=True,
+                         text=True, timeout=1800)
     for line in out.stdout.splitlines():
         if line.startswith(MARK):
             return json.loads(line[len(MARK):])
-    raise RuntimeError(f"{case} at {path} failed: {out.stderr[-2000:]}")
+    raise RuntimeError(f"{what} at {path} failed: {out.stderr[-2000:]}")
+
+
+def _run_child(case: str, path: Path, repeats: int) -> dict:
+    return run_script_child(__file__, [case, "--repeats", str(repeats)], path, case)
 
 
 def main() -> None:

@@ -23,7 +23,6 @@ import json
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import time
 import warnings
@@ -31,10 +30,11 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from bench_analyze_cost import _export, _minilm, _native, _warm_up_torch  # noqa: E402
+from bench_analyze_cost import (  # noqa: E402
+    MARK, _export, _minilm, _native, _warm_up_torch, run_script_child,
+)
 
 CASES = ("minilm", "hrm-text", "dory", "itrsa")
-MARK = "@@RESULT "
 
 
 def _itrsa():
@@ -82,13 +82,7 @@ def child(case: str) -> dict:
 
 
 def _run_child(case: str, path: Path) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(path), "HF_HUB_OFFLINE": "1"}
-    out = subprocess.run([sys.executable, __file__, "--child", case], env=env, cwd=path, capture_output=True,
-                         text=True, timeout=1800)
-    for line in out.stdout.splitlines():
-        if line.startswith(MARK):
-            return json.loads(line[len(MARK):])
-    raise RuntimeError(f"{case} at {path} failed: {out.stderr[-2000:]}")
+    return run_script_child(__file__, [case], path, case)
 
 
 def main() -> None:
