@@ -12,6 +12,8 @@ A claim about models is decided on an effect with an interval, never on a differ
 - `paired_difference` (the same inputs scored twice: puzzles with and without votes): bootstrap over the pairs and
   a sign-flip permutation test (exact up to `EXACT_LIMIT` sign patterns).
 - `rank_correlation` (Spearman's rho over checkpoints): bootstrap over the pairs and a permutation test.
+- `proportion` (k of n runs did something: escaped, solved): the exact Clopper-Pearson interval and the exact
+  two-sided binomial test against a coin flip (``null`` 1/2 in `verdict`: "most runs do it", beyond the interval).
 - `verdict`: "reproduced" when the whole interval lies beyond ``margin`` in the claimed direction and the test's
   p < 0.05, "refuted" when both hold the other way, else "inconclusive at this budget" with the sample size that
   would decide (the interval's half-width shrinks as 1/sqrt(n)). Too few values for an interval: "not testable here".
@@ -32,6 +34,7 @@ REPRODUCED, REFUTED, INCONCLUSIVE, NOT_TESTABLE = ("reproduced", "refuted", "inc
                                                    "not testable here")
 EXACT_LIMIT = 20_000   # enumerate every relabelling / sign pattern up to this many (seed counts of a zoo: always)
 CONFIDENCE = 0.95
+PROPORTION_TEST = "Clopper-Pearson interval, exact binomial test against 1/2"
 
 
 @dataclass(frozen=True)
@@ -45,11 +48,13 @@ class Effect:
     p_value: float
     test: str
     sizes: tuple
+    signed: bool = True   # a difference prints its sign; a share (`proportion`) does not
 
     def words(self, scale: float = 1.0, unit: str = "") -> str:
         """``+4.0 [-1.2, +9.1]<unit> (n = 5 / 5; <test>, p = 0.21)``, values times ``scale``."""
         sizes = " / ".join(str(size) for size in self.sizes)
-        return (f"{scale * self.estimate:+.3g} [{scale * self.low:+.3g}, {scale * self.high:+.3g}]{unit} "
+        form = "+.3g" if self.signed else ".3g"
+        return (f"{scale * self.estimate:{form}} [{scale * self.low:{form}}, {scale * self.high:{form}}]{unit} "
                 f"(n = {sizes}; {self.test}, p = {self.p_value:.3g})")
 
 
@@ -115,38 +120,64 @@ def rank_correlation(xs, ys, *, what: str = "Spearman rho", resamples: int = 10_
                   f"bootstrap interval over pairs, permutation test ({resamples:,} shuffles)", (x.size,))
 
 
-def verdict(effect: Effect | None, claimed: str, *, margin: float = 0.0) -> tuple[str, str]:
-    """The word for ``effect`` against a claim that it is ``"greater"`` (or ``"less"``) than zero by more than
-    ``margin``, and why; None (too few values): "not testable here"."""
+def verdict(effect: Effect | None, claimed: str, *, margin: float = 0.0, null: float = 0.0) -> tuple[str, str]:
+    """The word for ``effect`` against a claim that it is ``"greater"`` (or ``"less"``) than ``null`` (0: no
+    difference; 1/2 for a `proportion`) by more than ``margin``, and why; None (too few values): "not testable
+    here"."""
     if claimed not in ("greater", "less"):
         raise ValueError(f"claimed must be 'greater' or 'less', got {claimed!r}")
     if effect is None:
         return NOT_TESTABLE, "too few values for an interval"
     sign = 1.0 if claimed == "greater" else -1.0
-    low, high = sorted((sign * effect.low, sign * effect.high))
+    low, high = sorted((sign * (effect.low - null), sign * (effect.high - null)))
     interval = f"95% interval [{effect.low:+.3g}, {effect.high:+.3g}]"
     # A bootstrap interval of two or three values is the range of their means and can sit off zero while no
     # arrangement of so few values can be significant: the test has to agree before a word is given.
     significant = effect.p_value < 1 - CONFIDENCE
+    edge = f"{margin:g}" if null == 0 else f"{null:g}" if margin == 0 else f"{null:g} +/- {margin:g}"
     if low > margin and significant:
-        return REPRODUCED, f"{interval} lies beyond {margin:g} in the claimed direction, p = {effect.p_value:.3g}"
+        return REPRODUCED, f"{interval} lies beyond {edge} in the claimed direction, p = {effect.p_value:.3g}"
     if high < -margin and significant:
-        return REFUTED, f"{interval} lies beyond {margin:g} against the claimed direction, p = {effect.p_value:.3g}"
+        return REFUTED, f"{interval} lies beyond {edge} against the claimed direction, p = {effect.p_value:.3g}"
     if low > margin or high < -margin:
-        return INCONCLUSIVE, (f"{interval} lies off {margin:g} but the test does not (p = {effect.p_value:.3g}): too "
+        return INCONCLUSIVE, (f"{interval} lies off {edge} but the test does not (p = {effect.p_value:.3g}): too "
                               f"few values for the test to decide ({'/'.join(map(str, effect.sizes))})")
-    return INCONCLUSIVE, f"{interval} includes {'zero' if margin == 0 else f'+/-{margin:g}'}; {needed_sizes(effect)}"
+    reference = "zero" if null == 0 else f"{null:g}"
+    return INCONCLUSIVE, (f"{interval} includes {reference if margin == 0 else f'{reference} +/- {margin:g}'}; "
+                          f"{needed_sizes(effect, null=null)}")
 
 
-def needed_sizes(effect: Effect) -> str:
-    """About how many values per group would decide, if the effect and spread stayed as measured (the interval's
-    half-width shrinks as 1/sqrt(n))."""
+def needed_sizes(effect: Effect, *, null: float = 0.0) -> str:
+    """About how many values per group would decide, if the effect (its distance from ``null``) and spread stayed
+    as measured (the interval's half-width shrinks as 1/sqrt(n))."""
     half = (effect.high - effect.low) / 2
-    if effect.estimate == 0 or half <= 0:
+    if effect.estimate == null or half <= 0:
         return "no effect measured: no sample size decides it"
-    factor = (half / abs(effect.estimate)) ** 2
+    if effect.test == PROPORTION_TEST:  # an exact interval: the smallest n at which this share would decide
+        for trials in range(effect.sizes[0] + 1, 100_001):
+            share = proportion(round(effect.estimate * trials), trials)
+            if (share.low > null or share.high < null) and share.p_value < 1 - CONFIDENCE:
+                return f"about n = {trials} would decide it if the share stayed {effect.estimate:.3g}"
+        return f"no n up to 100,000 decides a share of {effect.estimate:.3g} against {null:g}"
+    factor = (half / abs(effect.estimate - null)) ** 2
     sizes = " / ".join(str(math.ceil(size * factor)) for size in effect.sizes)
     return f"about n = {sizes} would decide it if the effect stayed {effect.estimate:+.3g}"
+
+
+def proportion(successes: int, trials: int, *, what: str = "share of runs") -> Effect:
+    """``successes / trials`` with its exact (Clopper-Pearson) 95% interval and the exact two-sided binomial test
+    against 1/2; test it with ``verdict(..., null=0.5)``. The interval never needs a normal approximation, so it
+    holds at the handful of runs a theory check affords (10 of 10: [0.69, 1])."""
+    from scipy import stats as scipy_stats
+
+    if not (isinstance(trials, int) and trials >= 1 and isinstance(successes, int) and 0 <= successes <= trials):
+        raise ValueError(f"proportion needs 0 <= successes <= trials with trials >= 1 (integers), got "
+                         f"{successes!r} of {trials!r}")
+    tail = (1 - CONFIDENCE) / 2
+    low = 0.0 if successes == 0 else float(scipy_stats.beta.ppf(tail, successes, trials - successes + 1))
+    high = 1.0 if successes == trials else float(scipy_stats.beta.ppf(1 - tail, successes + 1, trials - successes))
+    p_value = float(scipy_stats.binomtest(successes, trials, 0.5).pvalue)
+    return Effect(what, successes / trials, low, high, p_value, PROPORTION_TEST, (trials,), signed=False)
 
 
 def median_iqr(values) -> tuple[float, float, float]:
@@ -241,11 +272,11 @@ class Evidence:
 
 
 def evidence(part: str, effect: Effect | None, claimed: str, *, window: str, seeds: str, inputs: str,
-             margin: float = 0.0, scale: float = 1.0, unit: str = "", counted: bool = True,
+             margin: float = 0.0, null: float = 0.0, scale: float = 1.0, unit: str = "", counted: bool = True,
              missing: str = "too few values for an interval") -> Evidence:
-    """The `Evidence` of ``effect`` tested against ``claimed`` (``"greater"`` / ``"less"`` than 0 by ``margin``);
-    ``effect`` None: "not testable here" with ``missing`` as the reason."""
-    word, why = verdict(effect, claimed, margin=margin)
+    """The `Evidence` of ``effect`` tested against ``claimed`` (``"greater"`` / ``"less"`` than ``null`` by
+    ``margin``); ``effect`` None: "not testable here" with ``missing`` as the reason."""
+    word, why = verdict(effect, claimed, margin=margin, null=null)
     if effect is None:
         return Evidence(part, "-", "-", window, seeds, inputs, word, missing, counted)
     return Evidence(part, effect.test, f"{effect.what}: {effect.words(scale, unit)}", window, seeds, inputs, word,

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import statistics
 import time
 from pathlib import Path
 
@@ -106,17 +107,27 @@ def _extreme(cos):
 
 def learning_markdown(rows, d, t, eta) -> str:
     lines = [
-        "| start | link | escaped (runs) | time to weak recovery t | final cos_c | largest abs(cos_c) seen | "
+        "| start | link | escaped (runs) | time to weak recovery t (more than 4 runs: median (range)) | final cos_c | "
+        "largest abs(cos_c) seen | "
         "paper's claim |",
         "|---|---|---|---|---|---|---|",
     ]
     for r in rows:
-        times = ", ".join("never" if math.isinf(x) else f"{x:.3g}" for x in r["escape_times"])
+        escaped = [x for x in r["escape_times"] if math.isfinite(x)]
+        never = len(r["escape_times"]) - len(escaped)
+        finite_cos = [c for c, bad in zip(r["final_cos"], r["diverged"]) if not bad]
+        if len(r["escape_times"]) <= 4:  # a few runs: every value
+            times = ", ".join("never" if math.isinf(x) else f"{x:.3g}" for x in r["escape_times"])
+            final = ", ".join("diverged" if bad else f"{c:.2f}" for c, bad in zip(r["final_cos"], r["diverged"]))
+            extreme = ", ".join(f"{c:.2f}" for c in r["extreme_cos"])
+        else:  # many runs: median (range) and the counts that a median hides
+            times = ", ".join(filter(None, [_median_range(escaped, "{:.3g}"), f"{never} never" if never else ""]))
+            diverged = sum(r["diverged"])
+            final = ", ".join(filter(None, [_median_range(finite_cos, "{:.2f}"),
+                                            f"{diverged} diverged" if diverged else ""]))
+            extreme = _median_range(r["extreme_cos"], "{:.2f}")
         if r["stuck_at_zero"]:
             final = "S = 0 exactly"
-        else:
-            final = ", ".join("diverged" if bad else f"{c:.2f}" for c, bad in zip(r["final_cos"], r["diverged"]))
-        extreme = ", ".join(f"{c:.2f}" for c in r["extreme_cos"])
         lines.append(f"| {r['start']} | {r['link']} | {r['escaped']}/{r['runs']} | {times} | {final} | {extreme} | "
                      f"{r['claim']} |")
     lines.append("")
@@ -125,6 +136,14 @@ def learning_markdown(rows, d, t, eta) -> str:
                  "random starts with sigma_0 = 0.5, no gradient clipping, weak recovery at 0.3 on |cos_c| for "
                  "He2 and on the signed cos_c otherwise.")
     return "\n".join(lines)
+
+
+def _median_range(values, form: str) -> str:
+    """``median (min to max)`` of ``values``; "" when there are none."""
+    if not values:
+        return ""
+    ordered = sorted(values)
+    return f"{form.format(statistics.median(ordered))} ({form.format(ordered[0])} to {form.format(ordered[-1])})"
 
 
 def main(argv=None) -> dict:

@@ -392,3 +392,58 @@ def test_the_shipped_reproduction_has_a_figure_for_every_claim():
         figures = re.findall(r"!\[[^\]]*\]\(([^)]+\.png)\)", body)
         assert figures, f"{key}: no figure"
         assert all((claims.ROOT / figure).is_file() for figure in figures), (key, figures)
+
+
+def test_attention_indexed_statements_are_decided_by_exact_intervals_over_runs(tmp_path, monkeypatch):
+    claims, stats = _load("reproduction_claims"), _load("reproduction_stats")
+    tables = claims._theory_tables()
+    real, seen = tables.learning_rows, {}
+
+    def spy(*args, **kwargs):  # the real runs; keep their rows to recompute each word here
+        seen["rows"], runs = real(*args, **kwargs)
+        seen["horizon"] = args[1]
+        return seen["rows"], runs
+
+    monkeypatch.setattr(tables, "learning_rows", spy)
+    monkeypatch.setattr(claims, "_theory_tables", lambda: tables)
+    claim = claims.claim_attention_indexed_learning(claims.Context(quick=True, figures=tmp_path, checkpoints={},
+                                                                   document=tmp_path))
+    rows = [row for row in seen["rows"] if row["claim"]]
+    by_key = {(row["start"], row["link"]): row for row in seen["rows"]}
+    assert len(claim.evidence) == len(rows) + 1   # one part per statement, then the SciPy reference
+    for row, part in zip(rows, claim.evidence):
+        if row["claim"] == "stuck" or row["claim"].startswith("escapes"):
+            share = stats.proportion(row["escaped"], row["runs"])
+            claimed = "less" if row["claim"] == "stuck" else "greater"
+            assert part.verdict == stats.verdict(share, claimed, null=0.5)[0]
+            assert f"{share.estimate:.3g} [{share.low:.3g}, {share.high:.3g}]" in part.effect
+            # two runs a cell (--quick): no share of two decides against a coin flip
+            assert part.verdict == "inconclusive at this budget"
+            continue
+        tied = by_key[("tied", row["link"])]
+        if row["escaped"] == 0 and tied["escaped"] == 0:
+            assert part.verdict == "inconclusive at this budget" and "no order" in part.why
+            continue
+        horizon = seen["horizon"]
+        delay = stats.difference_of_means([x if math.isfinite(x) else horizon for x in row["escape_times"]],
+                                          [x if math.isfinite(x) else horizon for x in tied["escape_times"]])
+        assert part.verdict == stats.verdict(delay, "greater")[0]
+        assert f"{delay.estimate:+.3g} [{delay.low:+.3g}, {delay.high:+.3g}]" in part.effect
+    assert claim.verdict == stats.combine(claim.evidence)
+    assert f"| {rows[0]['start']} | {rows[0]['link']} | {rows[0]['claim']} | {claim.evidence[0].verdict} |" in claim.table
+
+
+def test_learning_table_summarizes_many_runs_by_median_and_range():
+    tables = _load("reproduction_claims")._theory_tables()
+    row = {"start": "tied", "link": "he2", "escaped": 4, "runs": 6, "claim": "escapes",
+           "escape_times": [0.1, 0.2, math.inf, 0.3, math.inf, 0.5], "stuck_at_zero": False,
+           "final_cos": [0.9, 1.0, 0.2, float("nan"), 0.4, 0.8], "diverged": [False, False, False, True, False, False],
+           "extreme_cos": [0.9, 1.0, 0.3, 0.7, -0.6, 0.8]}
+    line = tables.learning_markdown([row], 16, 2.0, 0.01).splitlines()[2]
+    # escaped times 0.1 0.2 0.3 0.5 -> median 0.25; final cos without the diverged run: 0.2 0.4 0.8 0.9 1.0 -> 0.8
+    assert line == ("| tied | he2 | 4/6 | 0.25 (0.1 to 0.5), 2 never | 0.80 (0.20 to 1.00), 1 diverged | "
+                    "0.75 (-0.60 to 1.00) | escapes |")
+    few = tables.learning_markdown([{**row, "runs": 2, "escaped": 1, "escape_times": [0.1, math.inf],
+                                     "final_cos": [0.9, 0.1], "diverged": [False, True], "extreme_cos": [0.9, 0.3]}],
+                                   16, 2.0, 0.01).splitlines()[2]
+    assert "| 0.1, never | 0.90, diverged | 0.90, 0.30 |" in few

@@ -128,3 +128,37 @@ def test_median_iqr_and_outliers_name_a_cell_carried_by_one_value():
         stats.difference_of_means([1.0, float("nan")], [1.0, 2.0])
     with pytest.raises(ValueError, match="needs pairs"):
         stats.paired_difference([1.0, 2.0], [1.0, 2.0, 3.0])
+
+
+def test_proportion_interval_and_test_against_closed_forms_and_scipy():
+    # k = n and k = 0 have closed-form Clopper-Pearson bounds: (alpha / 2)^(1 / n) and its mirror; p = 2 / 2^n
+    for n in (1, 2, 10):
+        every = stats.proportion(n, n)
+        assert every.estimate == 1.0 and every.high == 1.0
+        assert every.low == pytest.approx(0.025 ** (1 / n), rel=1e-10)
+        assert every.p_value == pytest.approx(min(1.0, 2 * 0.5 ** n), rel=1e-12)
+        none = stats.proportion(0, n)
+        assert none.low == 0.0 and none.high == pytest.approx(1 - 0.025 ** (1 / n), rel=1e-10)
+    # an interior count: SciPy's own exact interval
+    middle = stats.proportion(7, 10)
+    reference = scipy.stats.binomtest(7, 10).proportion_ci(0.95, method="exact")
+    assert (middle.low, middle.high) == (pytest.approx(reference.low, rel=1e-9), pytest.approx(reference.high, rel=1e-9))
+    # against a coin flip: 10 of 10 decides "most runs", 2 of 2 does not (its interval reaches down to 0.16)
+    assert stats.verdict(stats.proportion(10, 10), "greater", null=0.5)[0] == "reproduced"
+    assert stats.verdict(stats.proportion(0, 10), "less", null=0.5)[0] == "reproduced"
+    assert stats.verdict(stats.proportion(0, 10), "greater", null=0.5)[0] == "refuted"
+    word, why = stats.verdict(stats.proportion(2, 2), "greater", null=0.5)
+    assert word == "inconclusive at this budget" and "includes 0.5" in why
+    assert stats.verdict(stats.proportion(7, 10), "greater", null=0.5)[0] == "inconclusive at this budget"
+    for bad in ((3, 2), (-1, 4), (1, 0), (1.5, 3)):
+        with pytest.raises(ValueError, match="successes <= trials"):
+            stats.proportion(*bad)
+
+
+def test_a_share_names_the_runs_that_would_decide_it():
+    # 2 of 2 escaped: all of n runs decide once (1/2)^n * 2 < 0.05 and 0.025^(1/n) > 1/2, i.e. n = 6
+    why = stats.verdict(stats.proportion(2, 2), "greater", null=0.5)[1]
+    assert "about n = 6 would decide it if the share stayed 1" in why
+    assert stats.verdict(stats.proportion(6, 6), "greater", null=0.5)[0] == "reproduced"
+    assert stats.verdict(stats.proportion(5, 5), "greater", null=0.5)[0] == "inconclusive at this budget"
+    assert "1 [0.158, 1]" in stats.proportion(2, 2).words()   # a share prints no sign
