@@ -447,3 +447,24 @@ def test_learning_table_summarizes_many_runs_by_median_and_range():
                                      "final_cos": [0.9, 0.1], "diverged": [False, True], "extreme_cos": [0.9, 0.3]}],
                                    16, 2.0, 0.01).splitlines()[2]
     assert "| 0.1, never | 0.90, diverged | 0.90, 0.30 |" in few
+
+
+def test_norm_cells_keep_huge_values_readable():
+    claims = _load("reproduction_claims")
+    assert [claims._norm_cell(v) for v in (1.784, 4006.321, 10705.27, 1.6896e27, math.inf)] == \
+        ["1.78", "4006.32", "1.07e+04", "1.69e+27", "inf"]
+
+
+def test_late_window_exponent_is_the_difference_of_running_sums():
+    import torch
+    from jacobiscope import lyapunov_spectrum
+    from jacobiscope.systems import linear_map
+
+    claims = _load("reproduction_claims")
+    # non-normal, distinct moduli: the exponent is log 1.1 once the tangent vector has aligned (a transient first)
+    A = torch.tensor([[1.1, 0.7, 0.0], [0.0, 0.8, 0.3], [0.0, 0.0, -0.4]], dtype=torch.float64)
+    windows = claims._window_exponents(linear_map(A), 32)
+    assert windows["late"] == [pytest.approx(math.log(1.1), abs=1e-6)]
+    looped = linear_map(A)
+    direct = lyapunov_spectrum(looped, looped.x0, steps=32, k=1, seed=0).exponents[0]
+    assert windows["early"] == [pytest.approx(float(direct), abs=1e-12)]
