@@ -236,6 +236,9 @@ def main() -> None:
     parser.add_argument("--update-readme", action="store_true", help="write that table into README.md in place")
     parser.add_argument("--redescribe", action="store_true", help="rewrite the shipped cards' description lines")
     parser.add_argument("--tiny", action="store_true", help="a 32-channel, 4-step stand-in of each run (tests)")
+    parser.add_argument("--compile-loop", action="store_true",
+                        help="train through torch.compile (the recipe's compile_loop: same math, rounding aside; "
+                             "~1.6x faster AKOrN steps on a CPU thread)")
     parser.add_argument("--keep", action="store_true",
                         help="copy each unfinished run's resume state to examples/recipes/resume/zoo (to commit)")
     parser.add_argument("--restore", action="store_true", help="put kept resume states back into --runs")
@@ -258,6 +261,8 @@ def main() -> None:
                      "validation_loops": [2]}
         measure = {"loops": (2, 3, 16, 32, 33, 128), "ood_limit": 10, "id_limit": 10, "fresh_limit": 5,
                    "dynamics_puzzles": 2, "vote_limit": 2}
+    if options.compile_loop:
+        overrides["compile_loop"] = True
     names = options.only or list(ZOO["variants"])
     if options.keep or options.restore:
         keep_or_restore(names, Path(options.runs), ship_dir, Path(options.store), options.keep)

@@ -109,6 +109,8 @@ BAD_VALUES = [
     _case({"augment": "yes"}, r"augment must be true or false, got 'yes'", "set augment to true or false", S,
           "augment-string"),
     _case({"bf16": 1}, r"bf16 must be true or false, got 1", "set bf16 to true or false", S, "bf16-int"),
+    _case({"compile_loop": "yes"}, r"compile_loop must be true or false, got 'yes'", "set compile_loop to true or false",
+          S, "compile-loop-string"),
     _case({"extra": []}, r"extra must be a dict \(free-form notes\), got \[\]", "set extra to", I, "extra-list"),
     _case({"extra": {"x": math.nan}}, r"extra must be a dict of JSON values", "drop what JSON cannot hold", I,
           "extra-nan"),

@@ -221,6 +221,7 @@ RECIPE_FIELDS: dict = {
     "general_givens": (_givens_field, "data"),
     "general_seed": (_int_field(0, MAX_SEED), "data"),
     "bf16": (_bool_field, "apply"),
+    "compile_loop": (_bool_field, "apply"),
     "save_steps": (_int_field(1, MAX_STEPS), "apply"),
     "logging_steps": (_int_field(1, MAX_STEPS), "apply"),
     "spec_reg_weight": (_float_field(0.0, 1e6), "apply"),

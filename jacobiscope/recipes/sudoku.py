@@ -203,6 +203,7 @@ def _train_sudoku(recipe: SudokuRecipe, out_dir: Path, *, resume: bool, data_pat
     train_set = _training_set(recipe, out_dir, data_path, progress)
     validation = validation_puzzles(recipe)
     model = build_model(recipe)  # looked up here at call time: a caller may wrap it (the tests record the loops)
+    model.compile_loop = recipe.compile_loop
     ema = _ema_callback(recipe)
     accuracy = _AccuracyCallback(*validation, ema, out_dir, recipe.validation_loops or [recipe.loops],
                                  validation_key=_validation_key(recipe))

@@ -128,6 +128,9 @@ class AKOrNForSudoku(PreTrainedModel):
     # forward takes **kwargs (Trainer passes extras) but its loss is a plain mean: let Trainer scale it under
     # gradient accumulation instead of assuming the model normalizes by num_items_in_batch.
     accepts_loss_kwargs = False
+    # True: a training forward (train mode, gradients on) runs each loop through `torch.compile` (see
+    # `_compiled_loop_body`); the math is the same, rounding aside. An execution setting, never saved with the weights.
+    compile_loop = False
 
     def __init__(self, config: AKOrNConfig):
         super().__init__(config)
@@ -235,11 +238,16 @@ class AKOrNForSudoku(PreTrainedModel):
         x = self.initial_state(input_ids, injection, noise, generator)
         energies, states = [], [x] if return_states else None
         losses = []
+        # Only training forwards compile: evaluation copies of the model (new objects every validation) stay eager.
+        body = (_compiled_loop_body() if self.compile_loop and self.training and torch.is_grad_enabled()
+                else _loop_body)
+        if body is not _loop_body:  # build the rotary tables eagerly: their first build is not traceable
+            self.coupling._rotary(x.device, x.dtype)
         for t in range(1, loops + 1):
-            y = self.drive(x, injection)
+            y, next_x = body(self, x, injection)
             if return_energies:
                 energies.append(-(x * y).sum(dim=(-1, -2)))
-            x = self._update(x, y)
+            x = next_x
             if return_states:
                 states.append(x)
             if labels is not None and supervise_every and t % supervise_every == 0 and t < loops:
@@ -561,3 +569,20 @@ def _loop_counts(loops) -> list[int]:
 def _cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """Mean cross-entropy over all 81 cells of every board (labels are digits 1-9)."""
     return F.cross_entropy(logits.reshape(-1, 9), (labels.reshape(-1) - 1).long())
+
+
+def _loop_body(model: AKOrNForSudoku, x: torch.Tensor, injection: torch.Tensor) -> tuple:
+    """One loop of `forward`: ``(y_t, x_{t+1})`` — the drive (for the energies) and the next state."""
+    y = model.drive(x, injection)
+    return y, model._update(x, y)
+
+
+_COMPILED_LOOP_BODY = []
+
+
+def _compiled_loop_body():
+    """`_loop_body` through `torch.compile`, built once per process. The model is an argument, not captured, so a
+    copy of a model can never run with another model's weights; dynamo guards on what it reads."""
+    if not _COMPILED_LOOP_BODY:
+        _COMPILED_LOOP_BODY.append(torch.compile(_loop_body, dynamic=None))
+    return _COMPILED_LOOP_BODY[0]

@@ -164,6 +164,9 @@ class ItrSAForSudoku(PreTrainedModel):
     # forward takes **kwargs (Trainer passes extras) but its loss is a plain mean: let Trainer scale it under
     # gradient accumulation instead of assuming the model normalizes by num_items_in_batch.
     accepts_loss_kwargs = False
+    # True: a training forward (train mode, gradients on) runs each loop through `torch.compile` (see
+    # `_compiled_loop_body`); the math is the same, rounding aside. An execution setting, never saved with the weights.
+    compile_loop = False
 
     def __init__(self, config: ItrSAConfig):
         super().__init__(config)
@@ -231,11 +234,14 @@ class ItrSAForSudoku(PreTrainedModel):
         x = self.initial_state(injection)
         energies, states = [], [x] if return_states else None
         losses = []
+        # Only training forwards compile: evaluation copies of the model (new objects every validation) stay eager.
+        body = (_compiled_loop_body() if self.compile_loop and self.training and torch.is_grad_enabled()
+                else _loop_body)
         for t in range(1, loops + 1):
-            y = self.drive(x, injection)
+            y, next_x = body(self, x, injection)
             if return_energies:
                 energies.append(-(x * y).sum(dim=(-1, -2)))
-            x = self.norm(x + self.config.eta * y)
+            x = next_x
             if return_states:
                 states.append(x)
             if labels is not None and supervise_every and t % supervise_every == 0 and t < loops:
@@ -514,3 +520,21 @@ def _loop_counts(loops) -> list[int]:
 def _cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """Mean cross-entropy over all 81 cells of every board (labels are digits 1-9)."""
     return F.cross_entropy(logits.reshape(-1, 9), (labels.reshape(-1) - 1).long())
+
+
+def _loop_body(model: ItrSAForSudoku, x: torch.Tensor, injection: torch.Tensor) -> tuple:
+    """One loop of `forward`: ``(Y_t, X_{t+1})`` — the drive (for the energies) and the next state."""
+    y = model.drive(x, injection)
+    return y, model.norm(x + model.config.eta * y)
+
+
+_COMPILED_LOOP_BODY = []
+
+
+# Copied from jacobiscope.models.akorn.modeling_akorn._compiled_loop_body
+def _compiled_loop_body():
+    """`_loop_body` through `torch.compile`, built once per process. The model is an argument, not captured, so a
+    copy of a model can never run with another model's weights; dynamo guards on what it reads."""
+    if not _COMPILED_LOOP_BODY:
+        _COMPILED_LOOP_BODY.append(torch.compile(_loop_body, dynamic=None))
+    return _COMPILED_LOOP_BODY[0]
