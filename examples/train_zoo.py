@@ -238,7 +238,7 @@ def main() -> None:
     parser.add_argument("--tiny", action="store_true", help="a 32-channel, 4-step stand-in of each run (tests)")
     parser.add_argument("--compile-loop", action="store_true",
                         help="train through torch.compile (the recipe's compile_loop: same math, rounding aside; "
-                             "~1.6x faster AKOrN steps on a CPU thread)")
+                             "1.1-1.4x faster AKOrN steps on a CPU thread)")
     parser.add_argument("--keep", action="store_true",
                         help="copy each unfinished run's resume state to examples/recipes/resume/zoo (to commit)")
     parser.add_argument("--restore", action="store_true", help="put kept resume states back into --runs")

@@ -79,8 +79,8 @@ class SudokuRecipe:
     # Mixed precision: bf16 autocast (CPU with AMX, or GPU); the weights and the optimizer stay in fp32.
     bf16: bool = False
     # Run each training loop through torch.compile (the model's `compile_loop`): the same math, rounding aside;
-    # ~1.6x faster AKOrN steps on one CPU thread (benchmarks/RESULTS.md), after a first compile of ~30-60 s. Needs
-    # a C++ compiler on CPU. Validation and the shipped checkpoint run eager.
+    # 1.1-1.4x faster AKOrN steps on one CPU thread, ItrSA ~1.06x (benchmarks/RESULTS.md), after a first compile of
+    # 5-60 s. Needs a C++ compiler on CPU. Validation and the shipped checkpoint run eager.
     compile_loop: bool = False
     save_steps: int = 500
     logging_steps: int = 50
