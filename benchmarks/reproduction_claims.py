@@ -18,7 +18,7 @@ import torch
 from jacobiscope.recipes import loop_scaling
 from reproduction_stats import (
     INCONCLUSIVE, REPRODUCED, Evidence, combine, difference_of_means, evidence, paired_difference, proportion,
-    rank_correlation, summary_difference,
+    rank_correlation, seed_difference, summary_difference,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -343,8 +343,8 @@ def _trained_heads_evidence(zoo: dict) -> Evidence:
     inputs = f"{by_heads[many][0].get('puzzles', 16)} ID puzzles (SATNet test), the same for every run"
     part = f"trained ItrSA ({many} vs {few} heads): more heads, larger max exponent{note}"
     if len(by_heads[many]) >= 2 and len(by_heads[few]) >= 2:
-        effect = difference_of_means([d["max_lyapunov_mean"] for d in by_heads[many]],
-                                     [d["max_lyapunov_mean"] for d in by_heads[few]],
+        effect = seed_difference([d["max_lyapunov_mean"] for d in by_heads[many]],
+                                 [d["max_lyapunov_mean"] for d in by_heads[few]],
                                      what=f"max LE, {many} heads - {few} heads (run means)")
         seeds = f"{len(by_heads[many])} training seeds ({many} heads), {len(by_heads[few])} ({few} heads)"
         return evidence(part, effect, "greater", window=window, seeds=seeds, inputs=inputs)
@@ -832,8 +832,8 @@ def claim_energy_constrained(context: Context) -> Claim:
                 if len(learned) >= 2 and len(base_runs) >= 2:
                     key = ((lambda r: r["dynamics_id"]["max_lyapunov_mean"]) if "LE" in part
                            else (lambda r: best_over_loops(r, "ood")[0] or 0.0))
-                    effect = difference_of_means([key(r) for r in learned], [key(r) for r in base_runs.values()],
-                                                 what=f"{name} - {base}")
+                    effect = seed_difference([key(r) for r in learned], [key(r) for r in base_runs.values()],
+                                             what=f"{name} - {base}")
                 parts.append(evidence(f"{name} {part}", effect, claimed, window="loops 1-16 (cards)",
                                       seeds=f"{len(runs)} / {len(base_runs)} (variant / base)",
                                       inputs="16 ID puzzles (LE); RRN rows 0-1999 (OOD)",
@@ -933,7 +933,7 @@ def claim_regularizers(context: Context) -> Claim:
     inputs, window = "RRN rows 0-1999 (best OOD board accuracy over T)", "T = 16-129 (best over the card's T)"
 
     def seed_effect(first, second):
-        return (difference_of_means(seeds[first], seeds[second], what=f"best OOD, {first} - {second}")
+        return (seed_difference(seeds[first], seeds[second], what=f"best OOD, {first} - {second}")
                 if min(len(seeds[first]), len(seeds[second])) >= 2 else None)
 
     e_multi_learned = any((best_over_loops(r, "id")[0] or 0.0) >= SIGNAL_FLOOR
@@ -992,9 +992,9 @@ def _trained_energy_hurts(context: Context, window: str, inputs: str) -> Evidenc
     shipped = {name: len(_seed_runs(context, name)) for name in runs}
     effect = None
     if min(len(learned) for learned in runs.values()) >= 2:
-        effect = difference_of_means([best_over_loops(r, "ood")[0] or 0.0 for r in runs[TRAINED_ENERGY]],
-                                     [best_over_loops(r, "ood")[0] or 0.0 for r in runs[TRAINED_ENERGY_BASE]],
-                                     what=f"best OOD, {TRAINED_ENERGY} - {TRAINED_ENERGY_BASE}")
+        effect = seed_difference([best_over_loops(r, "ood")[0] or 0.0 for r in runs[TRAINED_ENERGY]],
+                                 [best_over_loops(r, "ood")[0] or 0.0 for r in runs[TRAINED_ENERGY_BASE]],
+                                 what=f"best OOD, {TRAINED_ENERGY} - {TRAINED_ENERGY_BASE}")
     missing = ("not trained yet (examples/train_zoo.py)" if not all(shipped.values())
                else "fewer than 2 seeds that learned on a side")
     return evidence(f"E-multi under the recipe under which it trains hurts: lower best OOD accuracy than "
@@ -1031,12 +1031,19 @@ def claim_akorn_dimension(context: Context) -> Claim:
             return high - low, math.sqrt(low * (1 - low) + high * (1 - high)), rows
 
         def part(label, first, second, claimed, missing=""):
-            effect = None
-            if first in p and second in p and p[first] is not None and p[second] is not None:
+            # Over training seeds once both sides have two or more (the seed spread is then in the interval);
+            # until then seed 0 of each, Welch over the puzzles.
+            first_seeds, second_seeds = _seed_runs(context, first), _seed_runs(context, second)
+            effect, seeds = None, "one per variant (the seed spread is not in the interval)"
+            if min(len(first_seeds), len(second_seeds)) >= 2:
+                effect = seed_difference([gain(r)[0] for r in first_seeds.values()],
+                                         [gain(r)[0] for r in second_seeds.values()],
+                                         what=f"gain {first} - {second}, over seeds")
+                seeds = f"{len(first_seeds)} / {len(second_seeds)} training seeds"
+            elif first in p and second in p and p[first] is not None and p[second] is not None:
                 effect = summary_difference(gain(p[first]), gain(p[second]), what=f"gain {first} - {second}")
-            return evidence(label, effect, claimed, window="T = 16 -> 128", seeds="one per variant (the seed "
-                            "spread is not in the interval)", inputs=f"{words}, {rows} puzzles", scale=100,
-                            unit=" points", missing=missing)
+            return evidence(label, effect, claimed, window="T = 16 -> 128", seeds=seeds,
+                            inputs=f"{words}, {rows} puzzles", scale=100, unit=" points", missing=missing)
 
         large_norm = context.checkpoints.get("zoo/akorn-n32-oscillator-norm")
         p = {**p, "akorn-n32-oscillator-norm": large_norm}
@@ -1048,10 +1055,13 @@ def claim_akorn_dimension(context: Context) -> Claim:
     return _variant_claim(context, "akorn-dimension", "AKOrN with large N loses test-time scaling; RMSNorm restores it",
                           "Sec. 7: large oscillator dimension N removes the gain from more loops; the oscillator-wise "
                           "RMSNorm brings it back.", ["akorn-n4", "akorn-n32", "akorn-oscillator-norm"],
-                          "Zoo AKOrN variants, one seed each. Parts: N=32's T=16 -> 128 gain below N=4's; the "
+                          "Zoo AKOrN variants and their seed repeats. Parts: N=32's T=16 -> 128 gain below N=4's; the "
                           "oscillator-norm variant's (N=4 with the norm) above N=4's; the large-N variant with the norm "
-                          "(N=32) above N=32's — Welch intervals over the puzzles (each gain's s.d. bounded from its "
-                          "two accuracies; the seed spread is not in them). Gains are in OOD board accuracy; when no "
+                          "(N=32) above N=32's — over training seeds (`seed_difference`: an exact permutation test from 4 + 4 "
+                          "seeds, Welch's t below) once "
+                          "both sides of a part have two or more; until then seed 0 of each, Welch intervals over the "
+                          "puzzles (each gain's s.d. bounded from its two accuracies; the seed spread is not in them). "
+                          "Gains are in OOD board accuracy; when no "
                           "variant reaches 2% of OOD boards, in ID board accuracy; when none reaches 2% of those "
                           "either, in OOD blank-cell accuracy.", decide, optional=["akorn-n8"],
                           parts=parts)

@@ -12,6 +12,10 @@ A claim about models is decided on an effect with an interval, never on a differ
 - `paired_difference` (the same inputs scored twice: puzzles with and without votes): bootstrap over the pairs and
   a sign-flip permutation test (exact up to `EXACT_LIMIT` sign patterns).
 - `rank_correlation` (Spearman's rho over checkpoints): bootstrap over the pairs and a permutation test.
+- `seed_difference` (seeds of two recipes): `difference_of_means` when an exact permutation test of that many
+  seeds can reach p < 0.05 (4 + 4 and more); below that (3 + 3: its smallest two-sided p is 0.1, so no effect could
+  ever decide) Welch's t interval and test on the seed values, which can — the choice is made by the sample sizes
+  alone, before any value is seen.
 - `proportion` (k of n runs did something: escaped, solved): the exact Clopper-Pearson interval and the exact
   two-sided binomial test against a coin flip (``null`` 1/2 in `verdict`: "most runs do it", beyond the interval).
 - `verdict`: "reproduced" when the whole interval lies beyond ``margin`` in the claimed direction and the test's
@@ -81,6 +85,18 @@ def difference_of_means(first, second, *, what: str = "mean difference", resampl
     statistics = (masks * pooled).sum(1) / n - (~masks * pooled).sum(1) / (pooled.size - n)
     p_value = _two_sided(statistics, observed, exact=total <= EXACT_LIMIT)
     return Effect(what, float(observed), low, high, p_value, f"bootstrap interval, {test}", (a.size, b.size))
+
+
+def seed_difference(first, second, *, what: str = "mean difference over seeds") -> Effect:
+    """``mean(first) - mean(second)`` over training seeds: an exact permutation test where one can decide (its
+    smallest two-sided p, 2 / C(n1 + n2, n1), below 0.05), else Welch's t on the seed values."""
+    a, b = _values(first, "first"), _values(second, "second")
+    if 2 / math.comb(a.size + b.size, a.size) < 1 - CONFIDENCE:
+        return difference_of_means(a, b, what=what)
+    effect = summary_difference((float(a.mean()), float(a.std(ddof=1)), a.size),
+                                (float(b.mean()), float(b.std(ddof=1)), b.size), what=what)
+    return Effect(what, effect.estimate, effect.low, effect.high, effect.p_value,
+                  "Welch t interval over seeds (a permutation test of so few cannot reach p < 0.05)", effect.sizes)
 
 
 def paired_difference(first, second, *, what: str = "paired difference", resamples: int = 10_000,

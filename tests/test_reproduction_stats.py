@@ -162,3 +162,22 @@ def test_a_share_names_the_runs_that_would_decide_it():
     assert stats.verdict(stats.proportion(6, 6), "greater", null=0.5)[0] == "reproduced"
     assert stats.verdict(stats.proportion(5, 5), "greater", null=0.5)[0] == "inconclusive at this budget"
     assert "1 [0.158, 1]" in stats.proportion(2, 2).words()   # a share prints no sign
+
+
+def test_seed_difference_uses_a_test_that_can_decide_at_its_sample_size():
+    import numpy as np
+
+    # 3 + 3 seeds: an exact permutation test's smallest p is 2/20 = 0.1, so Welch's t on the seed values instead
+    a, b = [0.20, 0.22, 0.18], [0.10, 0.12, 0.07]
+    small = stats.seed_difference(a, b)
+    reference = scipy.stats.ttest_ind(a, b, equal_var=False)
+    assert small.p_value == pytest.approx(reference.pvalue, rel=1e-9) and small.test.startswith("Welch t")
+    low, high = reference.confidence_interval(0.95)
+    assert (small.low, small.high) == (pytest.approx(low, rel=1e-9), pytest.approx(high, rel=1e-9))
+    assert stats.verdict(small, "greater")[0] == "reproduced"
+    assert stats.difference_of_means(a, b).p_value == pytest.approx(0.1)   # what the permutation test could say
+    # 4 + 4 and more: the permutation test (smallest p 2/70 < 0.05), as difference_of_means computes it
+    rng = np.random.default_rng(5)
+    c, d = rng.normal(0.1, 0.02, 4), rng.normal(0.0, 0.02, 5)
+    large = stats.seed_difference(c, d)
+    assert large == stats.difference_of_means(c, d, what=large.what) and "permutation" in large.test
