@@ -49,7 +49,8 @@ def test_quick_run_writes_every_selected_claim_with_a_verdict_and_figure(tmp_pat
     # each part's word follows from the measured moduli: recomputed here from the numbers, tested here
     largest = eigen.numbers["largest"]
     inside = stats.paired_difference(largest["rmsnorm"], [1.0] * len(largest["rmsnorm"]))
-    larger = stats.difference_of_means(largest["none"], largest["rmsnorm"])
+    larger = stats.difference_of_means([math.log10(min(max(v, 1e-12), 1e300)) for v in largest["none"]],
+                                       [math.log10(min(max(v, 1e-12), 1e300)) for v in largest["rmsnorm"]])
     assert [part.verdict for part in eigen.evidence[:2]] == [stats.verdict(inside, "less")[0],
                                                             stats.verdict(larger, "greater")[0]]
     assert not eigen.evidence[2].counted and "64 loops" in eigen.evidence[2].window   # the window's sensitivity
