@@ -18,6 +18,7 @@ jacobiscope lazily).
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import math
 import numbers
@@ -577,12 +578,9 @@ def _loop_body(model: AKOrNForSudoku, x: torch.Tensor, injection: torch.Tensor) 
     return y, model._update(x, y)
 
 
-_COMPILED_LOOP_BODY = []
-
-
+# Copied from jacobiscope.models.itrsa.modeling_itrsa._compiled_loop_body
+@functools.cache
 def _compiled_loop_body():
     """`_loop_body` through `torch.compile`, built once per process. The model is an argument, not captured, so a
     copy of a model can never run with another model's weights; dynamo guards on what it reads."""
-    if not _COMPILED_LOOP_BODY:
-        _COMPILED_LOOP_BODY.append(torch.compile(_loop_body, dynamic=None))
-    return _COMPILED_LOOP_BODY[0]
+    return torch.compile(_loop_body, dynamic=None)

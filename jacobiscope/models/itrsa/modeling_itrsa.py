@@ -8,6 +8,7 @@ imports jacobiscope, lazily).
 """
 from __future__ import annotations
 
+import functools
 import importlib
 import math
 import numbers
@@ -528,13 +529,8 @@ def _loop_body(model: ItrSAForSudoku, x: torch.Tensor, injection: torch.Tensor) 
     return y, model.norm(x + model.config.eta * y)
 
 
-_COMPILED_LOOP_BODY = []
-
-
-# Copied from jacobiscope.models.akorn.modeling_akorn._compiled_loop_body
+@functools.cache
 def _compiled_loop_body():
     """`_loop_body` through `torch.compile`, built once per process. The model is an argument, not captured, so a
     copy of a model can never run with another model's weights; dynamo guards on what it reads."""
-    if not _COMPILED_LOOP_BODY:
-        _COMPILED_LOOP_BODY.append(torch.compile(_loop_body, dynamic=None))
-    return _COMPILED_LOOP_BODY[0]
+    return torch.compile(_loop_body, dynamic=None)
