@@ -158,7 +158,7 @@ def test_every_recipe_field_is_declared_with_a_check_and_a_resume_policy():
     """A new SudokuRecipe field must say how it is checked and what a resume does with a changed value."""
     names = [item.name for item in fields(SudokuRecipe)]
     assert sorted(names) == sorted(RECIPE_FIELDS)
-    assert {policy for _check, policy in RECIPE_FIELDS.values()} <= {"model", "start", "data", "restored", "apply"}
+    assert {policy for _check, policy in RECIPE_FIELDS.values()} <= {"model", "start", "data", "restored", "apply", "call"}
     # the shipped example recipes still pass every check (a kept looped-LM run's with its own recipe class)
     from jacobiscope.recipes.looped_lm import LoopedLMRecipe
 
@@ -459,6 +459,17 @@ def test_applicable_changes_are_applied_for_real_and_recorded_offline(run, satne
     assert marker["validation"]["eval_limit"] == 3
     assert marker["step"] == max(new, key=lambda e: (e["validation_board_accuracy"], e["validation_cell_accuracy"]))[
         "step"]
+
+
+@pytest.mark.guards("silent")
+def test_a_new_time_budget_is_not_a_recipe_change(run, satnet):
+    """max_seconds is each call's wall-clock budget: a resume with another one trains on without a warning and
+    without an entry in recipe_changes.json, while a real change beside it is still recorded."""
+    summary, said = _train(dict(TINY, max_steps=3, max_seconds=12345.6), run, satnet)
+    assert summary["steps"] == 3
+    assert [c["field"] for c in summary["recipe_changes"]] == ["max_steps"]
+    assert [entry["field"] for entry in json.loads((run / "recipe_changes.json").read_text())] == ["max_steps"]
+    assert not any("max_seconds" in text for text in said)
 
 
 @pytest.mark.guards("lost")

@@ -45,7 +45,8 @@ def _loops_list_field(name, value):
 
 # What a changed value does to a run that resumes (compared with the run's recipe.json):
 #   "model"/"start"/"data"/"restored": refused (another model, read only at the start, another data stream, or
-#   overridden by the restored optimizer); "apply": applied from the resumed step on.
+#   overridden by the restored optimizer); "apply": applied from the resumed step on; "call": holds for this call only
+#   (a wall-clock budget: each resume brings its own, so it is not compared).
 LOOPED_LM_FIELDS: dict = {
     "family": (_choice_field(*FAMILIES), "model"),
     "task": (_task_field, "data"),
@@ -76,7 +77,7 @@ LOOPED_LM_FIELDS: dict = {
     "validation_loops": (_loops_list_field, "apply"),
     "save_steps": (_int_field(1, MAX_STEPS), "apply"),
     "logging_steps": (_int_field(1, MAX_STEPS), "apply"),
-    "max_seconds": (_float_field(0.0, 1e9, optional=True), "apply"),
+    "max_seconds": (_float_field(0.0, 1e9, optional=True), "call"),
     "target_exact_match": (_float_field(0.0, 1.0, low_open=True, optional=True), "apply"),
     "threads": (_int_field(1, 1024, optional=True), "apply"),
     "report_to": (_report_to_field, "apply"),

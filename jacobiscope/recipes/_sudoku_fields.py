@@ -179,7 +179,8 @@ def _extra_field(name, value):
 #   "data"     refused: the resumed epoch position counts batches of the recorded training data;
 #   "restored" refused: the optimizer state restored from the checkpoint would override it;
 #   "apply"    applied from the resumed step on, and recorded in recipe_changes.json (learning_rate and
-#              warmup_steps are put into the restored optimizer and scheduler by `_ScheduleCallback`).
+#              warmup_steps are put into the restored optimizer and scheduler by `_ScheduleCallback`);
+#   "call"     holds for this call only (a wall-clock budget): each resume brings its own, so it is not compared.
 RECIPE_FIELDS: dict = {
     "arch": (_choice_field("itrsa", "akorn"), "model"),
     "hidden_size": (_int_field(1, MAX_HIDDEN_SIZE, budget="memory per cell"), "model"),
@@ -215,7 +216,7 @@ RECIPE_FIELDS: dict = {
     "validation_givens": (_givens_field, "apply"),
     "validation_seed": (_int_field(0, MAX_SEED), "apply"),
     "validation_loops": (_loops_list_field, "apply"),
-    "max_seconds": (_float_field(0.0, 1e9, optional=True), "apply"),
+    "max_seconds": (_float_field(0.0, 1e9, optional=True), "call"),
     "train_data": (_choice_field("satnet", "general"), "data"),
     "general_puzzles": (_int_field(1, MAX_GENERAL_PUZZLES, budget="generated at ~50 ms each"), "data"),
     "general_givens": (_givens_field, "data"),

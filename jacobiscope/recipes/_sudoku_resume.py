@@ -163,7 +163,7 @@ def _recipe_changes(out_dir: Path, recipe: SudokuRecipe, checkpoint: str) -> lis
     changes = []
     for name in RECIPE_FIELDS:
         old, new = recorded.get(name, defaults[name]), current[name]
-        if old == new:
+        if old == new or RECIPE_FIELDS[name][1] == "call":
             continue
         changes.append({"field": name, "old": old, "new": new, "policy": _change_policy(name, old, new, recorded)})
     step = int(Path(checkpoint).name.split("-")[-1])

@@ -104,9 +104,9 @@ def _refuse_changes(out_dir: Path, recipe: LoopedLMRecipe) -> list[dict]:
     changes = []
     for name, value in recipe.to_dict().items():
         old = recorded.get(name, value)
-        if json.loads(json.dumps(old)) == json.loads(json.dumps(value)):
-            continue
         policy = LOOPED_LM_FIELDS[name][1]
+        if policy == "call" or json.loads(json.dumps(old)) == json.loads(json.dumps(value)):
+            continue
         if policy != "apply":
             raise RecipeError(f"recipe field {name} changed from {old!r} to {value!r}, but the run in {str(out_dir)!r}"
                               f" resumes from a checkpoint and {WHY_REFUSED[policy]} — set {name} back to {old!r}, "
