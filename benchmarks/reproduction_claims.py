@@ -1032,8 +1032,11 @@ def claim_akorn_dimension(context: Context) -> Claim:
         fallback = {"ID board accuracy": f" (no variant reaches {100 * SIGNAL_FLOOR:.0f}% of OOD boards)",
                     "OOD blank-cell accuracy": f" (no variant reaches {100 * SIGNAL_FLOOR:.0f}% of OOD or ID boards)"
                     }.get(words, "")
+        large_fixed = p.get("akorn-n32-oscillator-norm")
+        also = "" if large_fixed is None else f", N=32 with it {100 * gain(large_fixed):+.1f}"
         return verdict, (f"{words} gain from T=16 to 128: N=4 {100 * small:+.1f}, N=32 "
-                         f"{100 * large:+.1f}, N=4 with the oscillator RMSNorm {100 * fixed:+.1f} points{fallback}.")
+                         f"{100 * large:+.1f}, N=4 with the oscillator RMSNorm {100 * fixed:+.1f}{also} points"
+                         f"{fallback}.")
 
     def parts(p):
         names = ("akorn-n4", "akorn-n32", "akorn-oscillator-norm")
@@ -1077,7 +1080,8 @@ def claim_akorn_dimension(context: Context) -> Claim:
                           "puzzles (each gain's s.d. bounded from its two accuracies; the seed spread is not in them). "
                           "Gains are in OOD board accuracy; when no "
                           "variant reaches 2% of OOD boards, in ID board accuracy; when none reaches 2% of those "
-                          "either, in OOD blank-cell accuracy.", decide, optional=["akorn-n8"],
+                          "either, in OOD blank-cell accuracy.", decide,
+                          optional=["akorn-n8", "akorn-n32-oscillator-norm"],
                           parts=parts)
 
 
