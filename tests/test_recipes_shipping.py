@@ -11,7 +11,8 @@ def test_ship_checkpoint_writes_a_consistent_folder(tmp_path):
     torch.manual_seed(0)
     model = AKOrNForSudoku(AKOrNConfig(hidden_size=16, num_heads=2, loops=2)).eval()
     model.save_pretrained(tmp_path / "run" / "best")
-    (tmp_path / "run" / "recipe.json").write_text(json.dumps({"arch": "akorn", "hidden_size": 16}))
+    (tmp_path / "run" / "recipe.json").write_text(json.dumps({"arch": "akorn", "hidden_size": 16,
+                                                              "max_seconds": 8999.999946}))
     prepare_for_hub(tmp_path / "run" / "best")  # a run prepared for the Hub in place: code and auto_map to leave out
     assert (tmp_path / "run" / "best" / "modeling_akorn.py").is_file()
     folder = ship_checkpoint(tmp_path / "run" / "best", "tiny-akorn", description="A test.", limitations=["tiny"],
@@ -59,6 +60,8 @@ def test_ship_checkpoint_writes_a_consistent_folder(tmp_path):
     assert not (tmp_path / "out.staging").exists()
     assert results["ood_rows"] == "RRN test rows 0-19 (of 18,000)" and "RRN test rows 0-19 (of 18,000)" in card
     assert "Fine-tuned from" not in card  # trained from scratch: the card must not claim a starting checkpoint
+    # the recipe as recorded, less the last call's time budget (not part of what trained the weights)
+    assert '"hidden_size": 16' in card and "max_seconds" not in card and "8999.99" not in card
     from jacobiscope.recipes._scaling import scaling_section
     from jacobiscope.recipes.shipping import refresh_scaling_section
 

@@ -142,6 +142,9 @@ def write_model_card(folder, *, name: str, recipe: dict, results: dict, training
                      limitations: list[str]) -> Path:
     """Write ``README.md`` (Hub metadata header + measured results) into ``folder``."""
     folder = Path(folder)
+    # max_seconds is the last training call's wall-clock budget, not part of what trained the weights (a resume
+    # brings its own): a recipe on a card that others copy leaves it out.
+    recipe = {key: value for key, value in recipe.items() if key != "max_seconds"}
     card = f"""---
 library_name: transformers
 license: apache-2.0
