@@ -36,6 +36,13 @@ def chunk_loops(batch: int, size: int) -> int:
     return max(32, min(CHUNK, CHUNK_ENTRIES // max(1, batch * size * size)))
 
 
+def _loops_at_once(looped_map, x, size: int, loops: int) -> int:
+    """At most ``loops``: loops whose ``size`` products each (one per basis vector) fit in memory in one call."""
+    from ..linalg._product_memory import products_at_once
+
+    return products_at_once(looped_map, x, loops * size) // size
+
+
 def dense_pays(looped_map, x, frame, size: int, compile) -> bool:
     """Whether the dense loop runs: a tiny state, no compile request, products by forward mode, and the batched
     Jacobian at ``x`` applied to the frame equals the jvps of the frame (a step that ``vmap`` cannot batch, or
@@ -45,6 +52,8 @@ def dense_pays(looped_map, x, frame, size: int, compile) -> bool:
     from ..linalg.operators import jacobian_matmat
 
     if size > DENSE_MAX_STATE or compile is not None or uses_reverse_products(looped_map):
+        return False
+    if _loops_at_once(looped_map, x, size, 1) < 1:  # not even one loop's D products fit in memory at once
         return False
     k, batch = frame.shape[0], int(looped_map.batch_shape(x).numel())
     try:
@@ -81,7 +90,7 @@ def dense_qr_rows(looped_map, x, frame, total: int, transient: int, reorth_every
     Q = frame.reshape(k, batch, size).permute(1, 2, 0)  # [batch, D, k]
     t = 0
     step = _orbit_step(looped_map)
-    chunk = chunk_loops(batch, size)
+    chunk = max(1, _loops_at_once(looped_map, x, size, chunk_loops(batch, size)))
     while t < total:
         n = min(chunk, total - t)
         states = [x]

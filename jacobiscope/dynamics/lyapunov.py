@@ -110,7 +110,8 @@ def lyapunov_spectrum(
         seed: seed of the random orthonormal initial frame.
         tangents: optional initial frame ``[k, *batch, *state]`` (e.g. ``final_tangents`` of a previous run).
         perturbation: initial distance for ``"two_trajectory"`` (default ``sqrt(eps) * max(1, ||x0||)``).
-        chunk_size: vmap chunk size for the ``k`` jvps (bounds memory for large ``k``).
+        chunk_size: vmap chunk size for the ``k`` jvps (None: all at once where they fit in half the free memory,
+            else as many as fit).
         compile: how the loops run. ``None`` (default) chooses by cost, with no flag needed: a run long enough
             to pay for it (counting the eager jvp time earlier work on this map spent) records the step's jvp once
             as a graph of plain tensor operations, split at the state, and replays it (``"linearized"``; eager
@@ -243,6 +244,10 @@ def _qr_method(looped_map, x, steps, k, transient, reorth_every, seed, tangents,
     if dense:  # a tiny state: the orbit, then every Jacobian of a stretch at once (`_dense_tangent`)
         rows, path = dense_qr_rows(looped_map, x, frame, total, transient, reorth_every), None
     else:
+        if chunk_size is None:  # all k tangents in one call where they fit in memory, else as many as fit
+            from ..linalg.operators import _fitting_chunk
+
+            chunk_size = _fitting_chunk(looped_map, x, k)
         run_loop = LoopRunner(looped_map, owner, batch=batch, chunk_size=chunk_size, compile=compile,
                               total_loops=total)
         rows, path = _jvp_rows(run_loop, x, frame, total, transient, reorth_every), run_loop

@@ -68,7 +68,8 @@ def jacobian(
             are formed, since trajectories are independent.
         x: the state ``[*batch, *state]`` (default: the map's ``x0``).
         method: ``"rev"`` (rows by vjps; the fastest on CPU) or ``"fwd"`` (columns by jvps).
-        chunk_size: basis vectors per vmapped chunk; bounds the working memory (256 was the fastest measured).
+        chunk_size: at most this many basis vectors per vmapped chunk (256 was the fastest measured); fewer where
+            their products would not fit in half the free memory at once (`jacobiscope.linalg._product_memory`).
         max_bytes: refuse (`MemoryBudgetError`, with the size it would need) when the result exceeds this.
 
     Row ``i`` / column ``j`` index the state flattened in C order per trajectory.
@@ -90,7 +91,11 @@ def jacobian(
 
 
 def _dense(looped_map, x, method, chunk_size, batch_shape, batch, size):
+    from ._product_memory import products_at_once
+
     operator = JacobianOperator(looped_map, x)
+    # at most chunk_size basis vectors a call, fewer where their products would not fit in memory at once
+    chunk_size = products_at_once(looped_map, x, min(chunk_size, size))
     result = torch.empty(batch, size, size, dtype=x.dtype, device=x.device)
     for start in range(0, size, chunk_size):
         stop = min(start + chunk_size, size)

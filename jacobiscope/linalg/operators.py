@@ -157,6 +157,7 @@ class JacobianOperator:
         self._linearize_reverse()
         if uses_reverse_products(self.map):
             return self._vjp_fn(U.to(self._output.dtype))[0]
+        chunk_size = chunk_size if chunk_size is not None else _fitting_chunk(self.map, self.x, U.shape[0])
         with forward_ad_context():
             return vmap(lambda u: self._vjp_fn(u)[0], chunk_size=chunk_size)(U)
 
@@ -244,7 +245,8 @@ def linearize_reverse(looped_map: LoopedMap, x: torch.Tensor):
 
 
 def jacobian_matmat(step, x: torch.Tensor, V: torch.Tensor, *, chunk_size: int | None = None, return_output: bool = False):
-    """``J(x) V`` for a block of ``k`` tangent vectors ``V: [k, *batch, *state]``: ``k`` jvps under ``vmap``.
+    """``J(x) V`` for a block of ``k`` tangent vectors ``V: [k, *batch, *state]``: ``k`` jvps under ``vmap``
+    (``chunk_size`` at a time; None: all at once where they fit in memory, else as many as fit).
 
     Example::
 
@@ -265,6 +267,7 @@ def jacobian_matmat(step, x: torch.Tensor, V: torch.Tensor, *, chunk_size: int |
         raise ArgumentError(f"chunk_size must be None or a positive int, got {chunk_size!r} — pass chunk_size=None "
                             "(all at once) or an int >= 1.")
     V = V.to(x.dtype)
+    chunk_size = chunk_size if chunk_size is not None else _fitting_chunk(looped_map, x, V.shape[0])
 
     def one(v):
         return _func_jvp(looped_map.step, (x,), (v,))
@@ -281,6 +284,14 @@ def jacobian_matmat(step, x: torch.Tensor, V: torch.Tensor, *, chunk_size: int |
     with forward_ad_context():
         output, tangents = reverse_jvp_block(looped_map.step, x, V)
     return (output, tangents) if return_output else tangents
+
+
+def _fitting_chunk(looped_map, x, count: int) -> int | None:
+    """None (all ``count`` products in one vmap call) where they fit in memory at once, else how many do."""
+    from ._product_memory import products_at_once
+
+    fitting = products_at_once(looped_map, x, count)
+    return None if fitting >= count else fitting
 
 
 def _check_product_arguments(x, v, name: str, block: bool) -> None:
