@@ -16,7 +16,7 @@ import warnings
 import torch
 
 from .adapters._source import map_source
-from .errors import SlowDerivativesWarning
+from .errors import SlowDerivativesWarning, StepError
 from ._progress import progress_bar
 from .diagnostics import measure
 from .linalg._reverse_products import uses_reverse_products
@@ -263,8 +263,13 @@ def _measure_map(looped, item, source, diagnostics, sizes: dict, notes: list, us
         used[name].append(value)
     with warnings.catch_warnings():  # the report's notes say it, once, instead
         warnings.simplefilter("ignore", SlowDerivativesWarning)
-        row = _measure(looped, item.index, item.label, source.plan.mode, loops, diagnostics, *ran[:2],
-                       sizes["eigen_restarts"], ran[2], sizes["seed"], options)
+        try:
+            row = _measure(looped, item.index, item.label, source.plan.mode, loops, diagnostics, *ran[:2],
+                           sizes["eigen_restarts"], ran[2], sizes["seed"], options)
+        except StepError as error:
+            if getattr(error, "loop", None) == 1:
+                _raise_if_the_model_fails_too(source.model, item.inputs)
+            raise
     row.flags.extend(flag for flag in item.flags if flag not in row.flags)
     if uses_reverse_products(looped) and _REVERSE_NOTE not in notes:
         notes.append(_REVERSE_NOTE)
@@ -272,6 +277,19 @@ def _measure_map(looped, item, source, diagnostics, sizes: dict, notes: list, us
     if callable(outcome):
         row.outcome = dict(outcome(item.inputs["input_ids"], loops)[0])
     return row
+
+
+def _raise_if_the_model_fails_too(model, inputs: dict) -> None:
+    """A block that fails on its first loop ran on the model's own hidden state: when the model's own forward fails
+    on these inputs as well, the problem is the model or its inputs (a config whose sizes disagree), not the map —
+    say that (`InputError`) instead of asking the user to fix a step they did not write."""
+    from .adapters.capture import forward_failure
+
+    try:
+        with torch.no_grad():
+            model(**inputs)
+    except Exception as error:  # noqa: BLE001 - any failure of the model's own forward is the one to report
+        raise forward_failure(model, error) from None
 
 
 def _clamped_sizes(looped, loops: int, k: int, eigen_k: int, spectral_samples: int, notes: list) -> tuple:

@@ -379,11 +379,13 @@ class LoopedMap:
             raise
         except Exception as error:  # noqa: BLE001 - re-raised with the state it failed on, the cause chained
             first = (str(error).strip().splitlines() or [""])[0]
-            raise StepError(
+            failure = StepError(
                 f"The step of '{self.name}' raised {type(error).__name__} (loop {t}) on a state of shape "
                 f"{tuple(x.shape)}, {x.dtype}, on {x.device}: {first} — fix the step, or pass a state it accepts "
                 f"(one tensor [*batch({self.batch_dims} dims), *state])."
-            ) from error
+            )
+            failure.loop = t  # read by analyze: a block that fails on the model's own state (loop 1)
+            raise failure from error
         # An in-place step (x.mul_(0.5)) returns its input: a trajectory would hold one tensor many times and the
         # caller's x0 would be overwritten. The version counter catches in-place ops, the comparison `.data` ones.
         if probe._version != version or not _same_values(probe, x):

@@ -189,6 +189,21 @@ def test_the_models_own_refusal_comes_as_one_line(vit, pixels, match):
     assert caught.value.__cause__ is None and isinstance(caught.value.original, ValueError)
 
 
+def test_a_model_whose_own_forward_fails_inside_its_first_block_is_named_not_the_map():
+    """GPT-J with 4-wide heads and its default rotary_dim of 64: the capture stops before the failing code, so the
+    replayed block fails first — on the model's own hidden state. The model's own forward fails the same way: the
+    error names the model and its config, not a step the user never wrote."""
+    model = T.GPTJModel(T.GPTJConfig(n_embd=16, n_layer=2, n_head=4, vocab_size=60)).eval()
+    with pytest.raises(RuntimeError, match="must match the size of tensor b") as own:
+        model(IDS)
+    with pytest.raises(InputError, match=r"GPTJModel's own forward failed on these inputs \(RuntimeError: The size of "
+                                         r"tensor a \(4\) must match.*a config whose sizes disagree") as caught:
+        jacobiscope.analyze(model, IDS, **RUN)
+    assert str(own.value).splitlines()[0][:200] in str(caught.value) and caught.value.__cause__ is None
+    agreeing = T.GPTJModel(T.GPTJConfig(n_embd=16, n_layer=2, n_head=4, rotary_dim=4, vocab_size=60)).eval()
+    assert len(jacobiscope.analyze(agreeing, IDS, layers=[0], **RUN).rows) == 1  # its sizes agreeing: measured
+
+
 @pytest.mark.parametrize("model, match", [
     ("gpt2", r"model must be a torch nn.Module.*got str.*AutoModel.from_pretrained\('gpt2'\)"),
     (torch.nn.Linear(16, 16), r"Linear is not a transformers model \(no config\).*jacobiscope.measure"),

@@ -103,7 +103,8 @@ def forward_failure(model: nn.Module, error: Exception) -> InputError:
     reason = (str(error).strip().splitlines() or [""])[0][:240]
     config = getattr(model, "config", None)
     hint = ("check that the inputs are what the model takes (token ids below its vocabulary, no longer than its "
-            "positions, images of its size)")
+            "positions, images of its size) and that the model runs at all (a config whose sizes disagree fails "
+            "here too: try model(**inputs))")
     if getattr(config, "is_encoder_decoder", False):
         hint = ("an encoder-decoder needs decoder inputs to run its decoder: pass {'input_ids': ..., "
                 "'decoder_input_ids': ...}, or analyse its encoder (model.get_encoder())")
