@@ -110,7 +110,9 @@ def analyze(
             a relative residual of 1e-3 within ``eigen_restarts`` restarts; the largest residual is recorded in
             ``oscillation["max_residual"]`` and a row is flagged when it exceeds 0.05).
         spectral_samples: loops at which the spectral norm is measured (evenly spaced, first and last included).
-        seed: seed of every random start vector and tangent frame.
+        seed: seed of every random start vector and tangent frame, and of the model's own forward where it draws
+            random numbers (ViT-MAE's masking, Huginn's initial state: said in the notes; your random state is
+            left as it was).
         max_length: tokenizer truncation for text inputs.
         progress: a progress bar on stderr (a widget in Jupyter) counting rows (input x layer); ``None`` (default)
             shows it once the run has taken 2 s, ``False`` never.
@@ -150,7 +152,8 @@ def analyze(
     store = open_checkpoint(checkpoint, resume, arguments)
     started = time.perf_counter()
     with map_source(model, inputs, tokenizer=tokenizer, layers=layers, mode=mode, recurrence=recurrence, eta=eta,
-                    dtype=dtype, device=device, max_length=max_length, input_labels=input_labels) as source:
+                    dtype=dtype, device=device, max_length=max_length, input_labels=input_labels,
+                    seed=sizes["seed"]) as source:
         run = _Run(source, diagnostics, sizes, options, arguments, store, dtype, device, started)
         rows = run.measure_all(progress)
     return run.report(rows, time.perf_counter() - started)

@@ -17,7 +17,8 @@ eval mode) applies ``x <- core_block(adapter(cat([x, e], -1)))``; it then reads 
 re-injected every step.
 
 - state: the core's output ``[batch, tokens, n_embd]``; ``x0`` the model's own initial state on this forward
-  (captured: a fresh random draw each call unless ``inputs`` hold ``input_states``, or seed torch first);
+  (captured: a random draw — under `analyze`'s ``seed``, or torch's global random state for `native_loop` —
+  unless ``inputs`` hold ``input_states``);
 - step: ``adapter`` on ``[x, e]`` then every ``core_block`` block, replayed with the rotary table the model gave
   it; loops: ``num_steps`` from the inputs (an int, or the (no-grad, with-grad) pair: their sum), else
   ``config.mean_recurrence``;

@@ -28,6 +28,7 @@ import torch
 from .._resources import public_name
 from ..errors import ArgumentError
 from ._plan import MapPlan, plan_maps
+from ._randomness import drawn_note, seeded_forward
 from .inputs import InputError, ModelInputs, prepare_inputs
 from .looped import PreparedModel, _model_device_and_dtype, build_maps, prepare_model
 from ._offload import hold_loaded, is_offloaded
@@ -89,8 +90,10 @@ class MapSource:
     """The inputs of a `map_source`, each turned into its maps when asked (``for item in source``, ``source[i]``);
     ``len(source)`` inputs, ``source.labels``, ``source.plan`` (`MapPlan`), ``source.notes`` (cumulative)."""
 
-    def __init__(self, plan: MapPlan, prepared: PreparedModel, examples: list, *, dtype=None, device=None):
+    def __init__(self, plan: MapPlan, prepared: PreparedModel, examples: list, *, dtype=None, device=None,
+                 seed: int | None = None):
         self.plan = plan
+        self._seed = seed
         self.notes = list(plan.notes)
         self._prepared = prepared
         self._examples = examples
@@ -123,13 +126,16 @@ class MapSource:
         """Input ``index``'s maps (of ``layers`` when given, block indices; default the planned ones)."""
         example = self._examples[index]
         plan = self.plan
-        if plan.mode == "loop":
-            kwargs = _on_device(example.kwargs, plan.model)
-            looped = native_loop(self._prepared.model, kwargs, plan.recurrence)
-            maps = [looped.to(dtype=self._dtype) if self._dtype is not None else looped]
-        else:
-            maps = build_maps(self._prepared, example, list(plan.layers if layers is None else layers), plan.mode,
-                              plan.eta if plan.mode == "attention" else None, self._dtype, found=plan.found)
+        with seeded_forward(self._seed) as draws:  # a forward that draws (MAE masking) is cut from a seeded one
+            if plan.mode == "loop":
+                kwargs = _on_device(example.kwargs, plan.model)
+                looped = native_loop(self._prepared.model, kwargs, plan.recurrence)
+                maps = [looped.to(dtype=self._dtype) if self._dtype is not None else looped]
+            else:
+                maps = build_maps(self._prepared, example, list(plan.layers if layers is None else layers), plan.mode,
+                                  plan.eta if plan.mode == "attention" else None, self._dtype, found=plan.found)
+        if draws.any:
+            self._say([drawn_note(self._seed)])
         if self._device is not None:
             maps = [looped.to(device=self._device) for looped in maps]
         self._say(self._prepared.notes)  # what building said (float32 copies, traced attention)
@@ -154,7 +160,7 @@ class MapSource:
 def map_source(model, inputs, *, tokenizer=None, layers=None, mode: str | None = None,
                recurrence: str | None = None, eta: float | None = None, dtype: torch.dtype | None = None,
                device=None, max_length: int | None = 512, input_labels=None, split: bool = True,
-               attn_implementation: str | None = None) -> Iterator[MapSource]:
+               attn_implementation: str | None = None, seed: int | None = None) -> Iterator[MapSource]:
     """The looped maps of ``model`` on ``inputs``, one `InputMaps` per input, the model restored on exit.
 
     Example::
@@ -174,6 +180,10 @@ def map_source(model, inputs, *, tokenizer=None, layers=None, mode: str | None =
         split: one input per example (default; padding removed, so each state is exactly its tokens), or
             ``False``: the whole batch as one input (a training step's batch).
         attn_implementation: force an attention implementation (default: keep eager / sdpa, switch others).
+        seed: the model's forwards that cut the maps run with torch seeded to it (the caller's random state left
+            as it was), so a forward that draws random numbers (ViT-MAE's masking, Huginn's initial state) gives
+            the same maps each call; None: the global random state as it is. A forward that drew is said in
+            ``notes`` either way.
 
     Everything that can be checked is checked on entry, before any map is built (`plan_maps`, the inputs);
     maps are built when an input is asked for. The model is restored when the block ends, however it ends.
@@ -188,7 +198,7 @@ def map_source(model, inputs, *, tokenizer=None, layers=None, mode: str | None =
                                   "loaded in place while it is measured, and offloaded again after")
         examples = _examples(plan, inputs, tokenizer, max_length, split)
         _label(examples, input_labels)
-        yield MapSource(plan, prepared, examples, dtype=dtype, device=device)
+        yield MapSource(plan, prepared, examples, dtype=dtype, device=device, seed=seed)
     finally:
         prepared.restore()
 
