@@ -124,7 +124,8 @@ def depth_dynamics(model, inputs, *, k: int = 4, tokenizer=None, max_length: int
     Arguments:
         model, inputs, tokenizer, max_length: as for `jacobiscope.analyze`.
         k: tangent vectors for the finite-time Lyapunov spectrum (at most the state size).
-        seed: of the random tangent frame and token directions.
+        seed: of the random tangent frame and token directions, and of the model's forward where it draws random
+            numbers (ViT-MAE's masking).
         dtype: compute dtype (float64 for reference numbers).
         token_limit: per-token gains for at most this many tokens (the first ones; 0: none).
         token_samples: random probes behind the token gains: each is one chain of vjps through the stack and
@@ -147,7 +148,8 @@ def depth_dynamics(model, inputs, *, k: int = 4, tokenizer=None, max_length: int
                             "— pass AutoTokenizer.from_pretrained(<the model's folder>), or None for the model's own")
     results = DepthResults()
     # Every block in block mode: a model without blocks is named before any input is prepared.
-    with map_source(model, inputs, tokenizer=tokenizer, mode="block", dtype=dtype, max_length=max_length) as source:
+    with map_source(model, inputs, tokenizer=tokenizer, mode="block", dtype=dtype, max_length=max_length,
+                    seed=seed) as source:
         for item in source:
             depth = _measure_depth(item.maps, str(item.label), k, seed, token_limit, token_samples)
             depth.flags[:0] = list(item.flags)

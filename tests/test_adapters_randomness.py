@@ -70,3 +70,11 @@ def test_seeded_forward_seeds_forks_and_records_draws():
         torch.rand(1)
     assert unseeded.any and not torch.equal(torch.random.get_rng_state(), outside)
     assert "seed torch first" in drawn_note(None)
+
+
+def test_depth_dynamics_of_a_drawing_model_repeats_under_its_seed(mae):
+    first = jacobiscope.depth_dynamics(mae, PIXELS, k=2, seed=0)[0]
+    again = jacobiscope.depth_dynamics(mae, PIXELS, k=2, seed=0)[0]
+    other = jacobiscope.depth_dynamics(mae, PIXELS, k=2, seed=4)[0]
+    assert first.to_dataframe().equals(again.to_dataframe())
+    assert not first.to_dataframe().equals(other.to_dataframe())
