@@ -10,6 +10,7 @@ from .adapters._source import map_source
 from .diagnostics._base import resolve
 from .errors import ArgumentError, StateError
 from ._analyze_options import check_options, resolve_diagnostics
+from ._probes import probe_like
 
 __all__ = ["describe", "LayerPlan", "LayerPlans"]
 
@@ -105,8 +106,8 @@ def _operation_seconds(looped, x0, k: int) -> dict:
     """Seconds of one forward, jvp, vjp and k-tangent vmapped jvp of this map at ``x0``, each run eagerly."""
     from .linalg.operators import jacobian_matmat, jvp, vjp
 
-    tangent = torch.randn_like(x0)
-    block = torch.randn(max(1, min(k, int(x0[0].numel()))), *x0.shape, dtype=x0.dtype, device=x0.device)
+    tangent = probe_like(x0)
+    block = probe_like(x0, seed=1, count=max(1, min(k, int(x0[0].numel()))))
     operations = {"forward": lambda: looped(x0), "jvp": lambda: jvp(looped, x0, tangent),
                   "vjp": lambda: vjp(looped, x0, tangent), "jvp_block": lambda: jacobian_matmat(looped, x0, block)}
     prices = {}
@@ -140,7 +141,7 @@ def _recorded_prices(looped, x0, k: int, eager: dict) -> tuple[dict, float]:
         return {}, recording
     constant, linear = graph
     leaves = graph_leaves(looped, x0)
-    tangent = torch.randn_like(x0)
+    tangent = probe_like(x0)
     try:
         with torch.no_grad():
             saved = constant(*leaves)

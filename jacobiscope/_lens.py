@@ -66,7 +66,8 @@ def loop_lens(model, inputs=None, loops: int | None = None, *, recurrence: str |
         recurrence: which of the model's recurrences (`list_recurrences`; default its first).
         top_k: how many top tokens per position. jacobian_every: ``||J||_2`` and the spectral radius at every
             N-th loop (and the last). spectral_radius, dynamics: measure them. keep_logits: keep every loop's
-            logits (else recomputed on demand). seed: of the Lanczos and tangent start vectors.
+            logits (else recomputed on demand). seed: of the Lanczos and tangent start vectors, and of the model's
+            forward where it draws random numbers (Huginn's initial state: input row r under seed + r).
     """
     return run_lens(model, inputs, loops, recurrence=recurrence, top_k=top_k, jacobian_every=jacobian_every,
                     spectral_radius=spectral_radius, dynamics=dynamics, keep_logits=keep_logits, seed=seed)
@@ -107,7 +108,7 @@ def intervene(model, inputs=None, *, at_loop: int, replace=None, interpolate=Non
                             f"{chosen or 'none'} — pass e.g. noise=0.1")
     at_loop, seed = nonnegative_int(at_loop, "at_loop"), seed_int(seed)
     kind = chosen[0]
-    maps = lens_maps(model, inputs, lens_options.get("recurrence"))
+    maps = lens_maps(model, inputs, lens_options.get("recurrence"), seed)
     donor = _donor(maps, at_loop, from_input) if kind == "from_input" else None
 
     def patch_for(index, looped):

@@ -15,10 +15,12 @@ from .errors import ArgumentError, StepOutputError
 logger = logging.getLogger(__name__)
 
 
-def lens_maps(model, inputs, recurrence):
+def lens_maps(model, inputs, recurrence, seed: int | None = None):
     """``[(label, looped, token_ids or None)]``: a `LoopedMap` (one trajectory from ``inputs`` or its ``x0``), or a
-    model's own loop on each input row (`native_loop` per row: per-input dynamics, not one Jacobian of the batch)."""
+    model's own loop on each input row (`native_loop` per row: per-input dynamics, not one Jacobian of the batch),
+    cut from a forward under ``seed`` where the model draws random numbers (Huginn's initial state)."""
     from .adapters import native_loop
+    from .adapters._randomness import seeded_forward
     from .maps import LoopedMap
 
     if isinstance(model, LoopedMap):
@@ -42,7 +44,8 @@ def lens_maps(model, inputs, recurrence):
     for row in range(rows):
         one = {key: value[row: row + 1] if isinstance(value, torch.Tensor) and value.dim() >= 1
                and value.shape[0] == rows and rows > 1 else value for key, value in kwargs.items()}
-        looped = native_loop(model, one, recurrence)
+        with seeded_forward(None if seed is None else seed + row):  # rows draw apart, each the same every call
+            looped = native_loop(model, one, recurrence)
         tokens = one["input_ids"].reshape(-1) if isinstance(one.get("input_ids"), torch.Tensor) else None
         out.append((f"input {row}", looped, tokens))
     return out
@@ -126,7 +129,7 @@ def run_lens(model, inputs, loops, *, recurrence=None, top_k=5, jacobian_every=1
     for name, flag in (("spectral_radius", spectral_radius), ("dynamics", dynamics), ("keep_logits", keep_logits)):
         if not isinstance(flag, bool):
             raise ArgumentError(f"{name} must be True or False, got {flag!r} — pass {name}=False to skip it")
-    maps = maps if maps is not None else lens_maps(model, inputs, recurrence)
+    maps = maps if maps is not None else lens_maps(model, inputs, recurrence, seed)
     configured = maps[0][1].info.loops
     loops = checked_loops(loops, configured)
     if patch_loop is not None and patch_loop > loops:

@@ -12,7 +12,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "jacobiscope"
 #: ``__init__`` (lazy re-exports) and ``__main__`` sit above everything.
 LAYERS = (
     ("errors", "_validation", "_io", "_locks", "_progress", "_resources", "_values", "_proportions", "_figures",
-     "_map_info"),
+     "_probes", "_map_info"),
     ("linalg", "maps", "_map_checks"),
     ("dynamics", "systems"),
     ("models", "data"),

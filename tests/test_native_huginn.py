@@ -119,3 +119,28 @@ def test_the_loop_lens_at_the_configured_depth_is_the_models_logits_from_the_sam
         gap = float((lens.logits(LOOPS, input=row) - logits[row]).abs().max())
         assert gap < 1e-4, (row, gap)
     assert torch.isfinite(lens.logits(3 * LOOPS, input=0)).all()
+
+
+def test_analyze_and_the_lens_draw_the_initial_state_under_their_seed():
+    """Without input_states, analyze and loop_lens cut the maps from a forward under their seed: the same call starts
+    from the same state — the model's own draw under that seed (the reference: its first core input, seeded the
+    same way) — and the caller's random state is left where it was."""
+    model = _huginn()
+    ids = torch.tensor([[3, 5, 7, 9, 11, 2]])
+    torch.manual_seed(2)
+    with torch.no_grad():
+        own = model(input_ids=ids, output_hidden_states=False)  # moves the global stream: the analyses must not
+    before = torch.random.get_rng_state()
+    runs = [jacobiscope.analyze(model, ids, loops=2, diagnostics=["spectral_norm"], seed=seed, progress=False)
+            for seed in (4, 4, 5)]
+    assert torch.equal(torch.random.get_rng_state(), before)
+    assert runs[0].rows[0].state_norm == runs[1].rows[0].state_norm != runs[2].rows[0].state_norm
+    assert any("draws random numbers" in note and "seeded to 4" in note for note in runs[0].notes)
+    torch.manual_seed(4)
+    expected = jacobiscope.native_loop(model, {"input_ids": ids}).x0
+    with jacobiscope.map_source(model, ids, seed=4) as source:
+        torch.testing.assert_close(next(iter(source)).maps[0].x0, expected, rtol=0, atol=0)
+    lenses = [jacobiscope.loop_lens(model, ids, loops=LOOPS, dynamics=False, seed=seed) for seed in (4, 4, 5)]
+    assert torch.equal(lenses[0].logits(LOOPS), lenses[1].logits(LOOPS))
+    assert not torch.equal(lenses[0].logits(LOOPS), lenses[2].logits(LOOPS))
+    del own

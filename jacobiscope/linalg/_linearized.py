@@ -132,7 +132,9 @@ def _record(looped_map, x):
         bound = step if step is not None else looped_map.with_params(params).step
         return jvp_function(bound, state, v)
 
-    probe = torch.randn(x.shape, dtype=x.dtype, device=x.device)  # never the state itself
+    from .._probes import probe_like
+
+    probe = probe_like(x)  # never the state itself
     try:
         return split_linear(trace_graph(product, _params(looped_map), x, probe), vector_inputs=1)
     except Exception:  # noqa: BLE001 - whatever stops the recording, eager products still work

@@ -225,7 +225,9 @@ def _lanczos(apply, v, tol, max_iter):
 
 
 def _orthogonal_random(V, like):
-    w = torch.randn_like(like)
+    from .._probes import probe_like
+
+    w = probe_like(like, seed=V.shape[1])  # another draw for each basis size, none from the caller's stream
     for _ in range(2):
         w = w - torch.einsum("bjd,bj->bd", V, torch.einsum("bjd,bd->bj", V, w))
     return w / w.norm(dim=1, keepdim=True)
