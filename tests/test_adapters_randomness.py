@@ -43,9 +43,11 @@ def test_the_same_call_gives_the_same_numbers_and_leaves_the_callers_random_stat
     second = jacobiscope.analyze(mae, PIXELS, seed=0, **RUN)
     other = jacobiscope.analyze(mae, PIXELS, seed=5, **RUN)
     assert first.rows[0].state_norm == second.rows[0].state_norm
-    # the same maps; products may run on another path the second time (a recorded graph): equal to rounding
-    values = [[entry["value"] for entry in report.rows[0].spectral_norm] for report in (first, second)]
-    assert values[0] == pytest.approx(values[1], rel=1e-9)
+    # the same maps; products may run on another path the second time (a recorded graph): equal to float32 rounding
+    # (a state drawn from other patches moves these by far more: see `other` below)
+    values = [[entry["value"] for entry in report.rows[0].spectral_norm] for report in (first, second, other)]
+    assert values[0] == pytest.approx(values[1], rel=1e-5)
+    assert values[0] != pytest.approx(values[2], rel=1e-3)
     assert other.rows[0].state_norm != first.rows[0].state_norm  # another seed keeps other patches
     assert drawn_note(0) in first.notes and drawn_note(5) in other.notes
 
