@@ -18,7 +18,7 @@ import torch
 from jacobiscope.recipes import loop_scaling
 from reproduction_stats import (
     INCONCLUSIVE, REPRODUCED, Evidence, combine, difference_of_means, evidence, paired_difference, proportion,
-    rank_correlation, seed_difference, summary_difference,
+    median_iqr, rank_correlation, seed_difference, summary_difference,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -464,8 +464,6 @@ def _window_exponents(looped, loops: int) -> dict:
 
 
 def _median_iqr_words(values) -> str:
-    from reproduction_stats import median_iqr
-
     median, q1, q3 = median_iqr(values)
     return f"{median:.3f} [{q1:.3f}, {q3:.3f}]"
 
@@ -743,8 +741,10 @@ def claim_power_iteration(context: Context) -> Claim:
                  "\n".join(rows), verdict, why, _figure(context, "power_iteration", draw), evidence=tested)
 
 
-def _variant_claim(context, key, title, paper, names, rule, decide, optional=(), parts=None) -> Claim:
-    """A claim decided on zoo variants: ``names`` must all be shipped, ``optional`` ones join the table when they are."""
+def _variant_claim(context, key, title, paper, names, rule, decide, optional=(), parts=None,
+                   extra_table=None) -> Claim:
+    """A claim decided on zoo variants: ``names`` must all be shipped, ``optional`` ones join the table when they are;
+    ``extra_table()`` gives lines to add below the table once they are (the seed table)."""
     present = {name: context.checkpoints.get(f"zoo/{name}") for name in (*names, *optional)}
     rows = ["| variant | ID T=16 / 32 / 128 | OOD T=16 / 32 / 128 | OOD best (T) | OOD blank cells T=16 / 128 | "
             "max Lyapunov |", "|---|---|---|---|---|---|"]
@@ -765,12 +765,14 @@ def _variant_claim(context, key, title, paper, names, rule, decide, optional=(),
                      evidence=[evidence(title, None, "greater", window="-", seeds="-", inputs="-", missing=why)])
     _, why = decide(present)
     evidence_parts = parts(present)
+    if extra_table is not None:
+        rows += extra_table()
     verdict = combine(evidence_parts)
     why = why.rstrip(".") + ". Per part: " + "; ".join(f"{p.part}: {p.verdict}" for p in evidence_parts if p.counted)
     why += "."
     # seed repeats join their variant's colour in the right panel (through _seed_runs), not as variants of their own
     shipped = {name: results for name, results in present.items() if results is not None and "-seed" not in name}
-    return Claim(key, title, paper, rule, "\n".join(rows), verdict, why + _seed_note(context, names),
+    return Claim(key, title, paper, rule, "\n".join(rows), verdict, why + _seed_note(context, [*names, *optional]),
                  _figure(context, key.replace("-", "_"), lambda axes: _draw_variants(context, shipped, axes)),
                  evidence=evidence_parts)
 
@@ -799,7 +801,8 @@ def _draw_variants(context: Context, shipped: dict, axes) -> None:
 
 def _seed_note(context: Context, names) -> str:
     """How many seeds stand behind a variant claim and, with one seed each, how far seeds move a zoo run."""
-    counts = {name: len(_seed_runs(context, name)) for name in names}
+    # seed repeats named as optional variants are counted with the variant they repeat, not again
+    counts = {name: count for name in names if "-seed" not in name and (count := len(_seed_runs(context, name)))}
     if any(count > 1 for count in counts.values()):
         return " Seeds per variant: " + ", ".join(f"{name} {count}" for name, count in counts.items()) + "."
     note = " One seed per variant here"
@@ -1017,30 +1020,79 @@ def _trained_energy_hurts(context: Context, window: str, inputs: str) -> Evidenc
                     inputs=inputs, scale=100, unit=" points", missing=missing)
 
 
+AKORN_DIMENSION = ("akorn-n4", "akorn-n32", "akorn-oscillator-norm")   # required; the large N with the norm joins
+AKORN_LARGE_NORM = "akorn-n32-oscillator-norm"
+
+
+def _learned(results: dict) -> bool:
+    """A run that completes boards: best ID board accuracy over its loop counts at or above `SIGNAL_FLOOR`."""
+    return (best_over_loops(results, "id")[0] or 0.0) >= SIGNAL_FLOOR
+
+
+def _akorn_gain_measure(context: Context) -> tuple[str, str, str]:
+    """The measure AKOrN gains are compared in, chosen over every shipped run of the variants (seed repeats too)."""
+    runs = [r for name in (*AKORN_DIMENSION, AKORN_LARGE_NORM) for r in _seed_runs(context, name).values()]
+    return gain_measure(runs)
+
+
+def _akorn_gain(results: dict, split: str, measure: str) -> float:
+    return (accuracy(results, split, 128, measure) or 0.0) - (accuracy(results, split, 16, measure) or 0.0)
+
+
+def _akorn_seed_table(context: Context) -> list[str]:
+    """Per-seed gains and exponents of the AKOrN variants (only once some variant has a seed repeat): the seed
+    spread every part's interval has to beat, with medians and quartiles beside the means."""
+    names = [n for n in (*AKORN_DIMENSION, AKORN_LARGE_NORM) if _seed_runs(context, n)]
+    if all(len(_seed_runs(context, n)) < 2 for n in names):
+        return []
+    split, measure, words = _akorn_gain_measure(context)
+    rows = ["", f"Over training seeds ({words} gain, T = 16 -> 128, in points; runs whose best ID board accuracy "
+                f"stays below {100 * SIGNAL_FLOOR:.0f}% did not learn and are left out of the parts):", "",
+            "| variant | seeds (learned) | gain per seed | median [quartiles] | mean +/- s.d. | max Lyapunov median |",
+            "|---|---|---|---|---|---|"]
+    for name in names:
+        runs = _seed_runs(context, name)
+        gains = {key: 100 * _akorn_gain(r, split, measure) for key, r in runs.items()}
+        kept = [g for key, g in gains.items() if _learned(runs[key])]
+        per_seed = " / ".join(f"{g:+.1f}" + ("" if _learned(runs[key]) else " (did not learn)")
+                              for key, g in gains.items())
+        if kept:
+            median, q1, q3 = median_iqr(kept)
+            middle = f"{median:+.1f} [{q1:+.1f}, {q3:+.1f}]"
+            spread = f" +/- {statistics.stdev(kept):.1f}" if len(kept) > 1 else ""
+            mean = f"{statistics.fmean(kept):+.1f}{spread}"
+        else:
+            middle = mean = "-"
+        exponent = statistics.median(r["dynamics_id"]["max_lyapunov_mean"] for r in runs.values())
+        rows.append(f"| {name} | {len(runs)} ({len(kept)}) | {per_seed} | {middle} | {mean} | {exponent:.3f} |")
+    return rows
+
+
 def claim_akorn_dimension(context: Context) -> Claim:
     def decide(p):
-        names = ("akorn-n4", "akorn-n32", "akorn-oscillator-norm")
-        split, measure, words = gain_measure([p[name] for name in names])
+        split, measure, words = _akorn_gain_measure(context)
 
-        def gain(results):
-            return (accuracy(results, split, 128, measure) or 0.0) - (accuracy(results, split, 16, measure) or 0.0)
+        def gain(name):  # the median over the learned seeds (seed 0 alone until repeats ship)
+            learned = [r for r in _seed_runs(context, name).values() if _learned(r)] or [p[name]]
+            return statistics.median(_akorn_gain(r, split, measure) for r in learned), len(learned)
 
-        small, large, fixed = (gain(p[name]) for name in names)
+        def said(name):
+            value, count = gain(name)
+            return f"{100 * value:+.1f}" + (f" (median of {count} seeds)" if count > 1 else "")
+
+        (small, _), (large, _), (fixed, _) = (gain(name) for name in AKORN_DIMENSION)
         # The norm variant has N = 4 (the paper's AKOrN+RMSNorm row), so it is compared with N = 4, not N = 32.
         loses, restores = large < small - 0.01, fixed > small + 0.01
         verdict = "reproduced" if loses and restores else ("partly" if loses or restores else "refuted")
         fallback = {"ID board accuracy": f" (no variant reaches {100 * SIGNAL_FLOOR:.0f}% of OOD boards)",
                     "OOD blank-cell accuracy": f" (no variant reaches {100 * SIGNAL_FLOOR:.0f}% of OOD or ID boards)"
                     }.get(words, "")
-        large_fixed = p.get("akorn-n32-oscillator-norm")
-        also = "" if large_fixed is None else f", N=32 with it {100 * gain(large_fixed):+.1f}"
-        return verdict, (f"{words} gain from T=16 to 128: N=4 {100 * small:+.1f}, N=32 "
-                         f"{100 * large:+.1f}, N=4 with the oscillator RMSNorm {100 * fixed:+.1f}{also} points"
-                         f"{fallback}.")
+        also = f", N=32 with it {said(AKORN_LARGE_NORM)}" if _seed_runs(context, AKORN_LARGE_NORM) else ""
+        return verdict, (f"{words} gain from T=16 to 128: N=4 {said('akorn-n4')}, N=32 {said('akorn-n32')}, "
+                         f"N=4 with the oscillator RMSNorm {said('akorn-oscillator-norm')}{also} points{fallback}.")
 
     def parts(p):
-        names = ("akorn-n4", "akorn-n32", "akorn-oscillator-norm")
-        split, measure, words = gain_measure([p[name] for name in names])
+        split, measure, words = _akorn_gain_measure(context)
         rows = 1000 if split == "id" else 2000
 
         def gain(results):  # (gain, a conservative per-puzzle s.d. of it, puzzles): no per-puzzle pairing kept
@@ -1048,41 +1100,44 @@ def claim_akorn_dimension(context: Context) -> Claim:
             return high - low, math.sqrt(low * (1 - low) + high * (1 - high)), rows
 
         def part(label, first, second, claimed, missing=""):
-            # Over training seeds once both sides have two or more (the seed spread is then in the interval);
-            # until then seed 0 of each, Welch over the puzzles.
-            first_seeds, second_seeds = _seed_runs(context, first), _seed_runs(context, second)
+            # Over the training seeds that learned once both sides have two or more (the seed spread is then in the
+            # interval); until then seed 0 of each, Welch over the puzzles.
+            shipped = {name: _seed_runs(context, name) for name in (first, second)}
+            learned = {name: {k: r for k, r in runs.items() if _learned(r)} for name, runs in shipped.items()}
+            dropped = [k.removeprefix("zoo/") for name in shipped for k in shipped[name] if k not in learned[name]]
             effect, seeds = None, "one per variant (the seed spread is not in the interval)"
-            if min(len(first_seeds), len(second_seeds)) >= 2:
-                effect = seed_difference([gain(r)[0] for r in first_seeds.values()],
-                                         [gain(r)[0] for r in second_seeds.values()],
+            if min(len(runs) for runs in learned.values()) >= 2:
+                effect = seed_difference([gain(r)[0] for r in learned[first].values()],
+                                         [gain(r)[0] for r in learned[second].values()],
                                          what=f"gain {first} - {second}, over seeds")
-                seeds = f"{len(first_seeds)} / {len(second_seeds)} training seeds"
-            elif first in p and second in p and p[first] is not None and p[second] is not None:
+                seeds = f"{len(learned[first])} / {len(learned[second])} training seeds"
+                if dropped:
+                    seeds += f" ({', '.join(dropped)}: did not learn, left out)"
+            elif p.get(first) is not None and p.get(second) is not None:
                 effect = summary_difference(gain(p[first]), gain(p[second]), what=f"gain {first} - {second}")
             return evidence(label, effect, claimed, window="T = 16 -> 128", seeds=seeds,
                             inputs=f"{words}, {rows} puzzles", scale=100, unit=" points", missing=missing)
 
-        large_norm = context.checkpoints.get("zoo/akorn-n32-oscillator-norm")
-        p = {**p, "akorn-n32-oscillator-norm": large_norm}
+        p = {**p, AKORN_LARGE_NORM: context.checkpoints.get(f"zoo/{AKORN_LARGE_NORM}")}
         return [part("N = 32 gains less from loops than N = 4", "akorn-n32", "akorn-n4", "less"),
                 part("the oscillator RMSNorm adds gain at N = 4", "akorn-oscillator-norm", "akorn-n4", "greater"),
-                part("the oscillator RMSNorm restores the gain at large N (N = 32)", "akorn-n32-oscillator-norm",
-                     "akorn-n32", "greater", missing="akorn-n32-oscillator-norm not trained yet (in the zoo's queue)")]
+                part("the oscillator RMSNorm restores the gain at large N (N = 32)", AKORN_LARGE_NORM,
+                     "akorn-n32", "greater", missing=f"{AKORN_LARGE_NORM} not trained yet (in the zoo's queue)")]
 
     return _variant_claim(context, "akorn-dimension", "AKOrN with large N loses test-time scaling; RMSNorm restores it",
                           "Sec. 7: large oscillator dimension N removes the gain from more loops; the oscillator-wise "
-                          "RMSNorm brings it back.", ["akorn-n4", "akorn-n32", "akorn-oscillator-norm"],
+                          "RMSNorm brings it back.", list(AKORN_DIMENSION),
                           "Zoo AKOrN variants and their seed repeats. Parts: N=32's T=16 -> 128 gain below N=4's; the "
                           "oscillator-norm variant's (N=4 with the norm) above N=4's; the large-N variant with the norm "
-                          "(N=32) above N=32's — over training seeds (`seed_difference`: an exact permutation test from 4 + 4 "
-                          "seeds, Welch's t below) once "
-                          "both sides of a part have two or more; until then seed 0 of each, Welch intervals over the "
-                          "puzzles (each gain's s.d. bounded from its two accuracies; the seed spread is not in them). "
-                          "Gains are in OOD board accuracy; when no "
-                          "variant reaches 2% of OOD boards, in ID board accuracy; when none reaches 2% of those "
-                          "either, in OOD blank-cell accuracy.", decide,
-                          optional=["akorn-n8", "akorn-n32-oscillator-norm"],
-                          parts=parts)
+                          "(N=32) above N=32's — over the training seeds that learned (best ID board accuracy at or "
+                          "above 2%; `seed_difference`: an exact permutation test from 4 + 4 seeds, Welch's t below) "
+                          "once both sides of a part have two or more; until then seed 0 of each, Welch intervals "
+                          "over the puzzles (each gain's s.d. bounded from its two accuracies; the seed spread is not "
+                          "in them). Gains are in OOD board accuracy; when no run of these variants reaches 2% of OOD "
+                          "boards, in ID board accuracy; when none reaches 2% of those either, in OOD blank-cell "
+                          "accuracy.", decide,
+                          optional=["akorn-n8", AKORN_LARGE_NORM], parts=parts,
+                          extra_table=lambda: _akorn_seed_table(context))
 
 
 def claim_itrsa_scaling(context: Context) -> Claim:

@@ -494,3 +494,26 @@ def test_akorn_dimension_parts_go_over_seeds_once_both_sides_have_two(tmp_path):
     assert f"{100 * effect.estimate:+.3g} [{100 * effect.low:+.3g}, {100 * effect.high:+.3g}]" in part.effect
     assert part.verdict == stats.verdict(effect, "greater")[0] == "reproduced"
     assert claim.evidence[0].seeds.startswith("one per variant")   # N = 32 has one seed: still per puzzle
+
+
+def test_akorn_seeds_that_did_not_learn_are_named_and_left_out(tmp_path):
+    claims, stats = _load("reproduction_claims"), _load("reproduction_stats")
+    zoo = {"zoo/akorn-n4": _card({16: 0.10, 128: 0.20}, -0.1), "zoo/akorn-n32": _card({16: 0.10, 128: 0.12}, -0.2),
+           "zoo/akorn-n4-seed1": _card({16: 0.12, 128: 0.20}, -0.1),
+           "zoo/akorn-n4-seed2": _card({16: 0.0, 128: 0.0}, -0.3, id_accuracy=0.01),   # never completes a board
+           "zoo/akorn-oscillator-norm": _card({16: 0.10, 128: 0.30}, -0.1),
+           "zoo/akorn-oscillator-norm-seed1": _card({16: 0.05, 128: 0.26}, -0.1)}
+    claim = claims.claim_akorn_dimension(_context(claims, zoo, tmp_path))
+    part = claim.evidence[1]
+    # N = 4 keeps seeds 0 and 1 (gains 10 and 8 points); with the norm 20 and 21
+    effect = stats.seed_difference([0.20, 0.21], [0.10, 0.08])
+    assert part.seeds == "2 / 2 training seeds (akorn-n4-seed2: did not learn, left out)"
+    assert f"{100 * effect.estimate:+.3g} [{100 * effect.low:+.3g}, {100 * effect.high:+.3g}]" in part.effect
+    # the seed table: every run's gain, the non-learner marked, medians and quartiles of the learned ones
+    table = claim.table[claim.table.index("Over training seeds"):]
+    n4_row = next(line for line in table.splitlines() if line.startswith("| akorn-n4 |"))
+    assert "| 3 (2) | +10.0 / +8.0 / +0.0 (did not learn) | +9.0 [+8.5, +9.5] | +9.0 +/- 1.4 | -0.100 |" in n4_row
+    assert "| akorn-n32 | 1 (1) | +2.0 | +2.0 [+2.0, +2.0] | +2.0 | -0.200 |" in table
+    # the words give medians over the learned seeds where there are repeats
+    assert "N=4 +9.0 (median of 2 seeds)" in claim.why and "N=32 +2.0," in claim.why
+    assert "Seeds per variant: akorn-n4 3, akorn-n32 1, akorn-oscillator-norm 2." in claim.why
