@@ -178,6 +178,25 @@ def _rebind(function, old_owner, new_owner):
     return function
 
 
+def side_effect_refusal(error: RuntimeError, name: str) -> StepError | None:
+    """The `StepError` for a step that ``torch.func`` refused because of a side effect (an in-place write to a
+    tensor the step does not return, a random draw), or None for any other error. Raised from inside a
+    derivative transform, torch's own words name neither the step nor the fix."""
+    text = str(error)
+    if "mutate a captured Tensor" in text:
+        operation = text.split("in-place operation (", 1)[1].split(")", 1)[0] if "in-place operation (" in text else ""
+        return StepError(
+            f"The step of '{name}' writes in place to a tensor it does not return{f' ({operation})' if operation else ''}"
+            " — a BatchNorm's running statistics in training mode, or a cache the step updates — so its derivatives "
+            "are undefined (torch.func refuses the write). Call module.eval() before building the map, or return the "
+            "updated tensor instead of writing it.")
+    if "randomness" in text and "vmap" in text:
+        return StepError(
+            f"The step of '{name}' draws random numbers (dropout in training mode?), so it has no well-defined "
+            "Jacobian and vmap refuses it. Call model.eval() before building the map.")
+    return None
+
+
 def _warn_if_random(module: nn.Module) -> None:
     for sub in module.modules():
         if isinstance(sub, nn.modules.dropout._DropoutNd) and sub.p > 0 and sub.training:

@@ -15,7 +15,7 @@ from torch import nn
 from .errors import ArgumentError, JacobiscopeError, StateError, StepError
 from ._map_checks import (check_independent_trajectories, check_step_output, check_trajectory_memory,  # noqa: F401
                           report_nonfinite, require_precision, _check_batch_dims, _check_state_shape, _default_name,
-                          _rebind, _same_values, _warn_if_random)
+                          _rebind, _same_values, _warn_if_random, side_effect_refusal)
 from ._map_info import KNOWN_KEYS, MapInfo, MetaView, split_meta
 from ._validation import floating_dtype, positive_int, within_budget
 
@@ -121,9 +121,15 @@ class LoopedMap:
 
     def step(self, x: torch.Tensor) -> torch.Tensor:
         """Apply one loop: return ``F(x)``. Pure, so it composes with ``torch.func`` transforms."""
-        for _ in range(self._power):
-            x = torch.func.functional_call(self.module, self.params, (x,)) if self.module is not None else (
-                self._function(x))
+        try:
+            for _ in range(self._power):
+                x = torch.func.functional_call(self.module, self.params, (x,)) if self.module is not None else (
+                    self._function(x))
+        except RuntimeError as error:
+            refusal = side_effect_refusal(error, self.name)
+            if refusal is None:
+                raise
+            raise refusal from error
         return x
 
     __call__ = step

@@ -372,3 +372,18 @@ def test_analyze_takes_a_numpy_integer_max_length(gpt2):
     report = jacobiscope.analyze(gpt2, IDS, loops=2, max_length=np.int64(8), diagnostics=["spectral_norm"],
                                  progress=False)
     assert len(report.rows) == 1
+
+
+@pytest.mark.guards("internal")
+def test_a_step_that_writes_its_buffers_in_place_is_named_with_the_fix():
+    # BatchNorm in training mode updates its running statistics in place: torch.func refused it with a
+    # RuntimeError from inside torch ("mutate a captured Tensor") that named neither the step nor the fix
+    norm = torch.nn.BatchNorm1d(3)
+    x = torch.randn(4, 3, generator=torch.Generator().manual_seed(0))
+    with pytest.raises(jacobiscope.errors.StepError) as info:
+        jacobiscope.measure(norm, x, loops=4)
+    assert "'BatchNorm1d' writes in place" in str(info.value) and "module.eval()" in str(info.value)
+    # in eval mode the same block scales each channel: ||J|| = max gamma / sqrt(running var + eps), gamma = 1
+    row = jacobiscope.measure(norm.eval(), x.double(), loops=4, dtype=torch.float64, diagnostics=["spectral_norm"])
+    expected = float((norm.running_var.double() + norm.eps).rsqrt().max())
+    assert row.spectral_norm[0]["value"] == pytest.approx(expected, rel=1e-9)

@@ -85,6 +85,10 @@ def test_an_exact_fixed_point_settles_with_no_displacement_and_no_products():
     forecast = forecast_depth(step, states, 3, horizon=12, threshold=0.1)
     assert (forecast.word, forecast.collapse_loop, forecast.products, forecast.displacement) == (
         "settling", None, 0, [0.0])
+    # eight loops: the steps 2, 0, 0, ...; the window (the second half) sees only zeros — the state stopped moving
+    # exactly, a rate of 0 (was 0 / 0 = NaN, flagged on the row of every constant or projecting map)
+    longer = forecast_depth(step, trajectory(step, torch.tensor([3.0], dtype=F64), 8), 8, horizon=12, threshold=0.1)
+    assert longer.window_rate == 0.0 and longer.word == "settling"
 
 
 def test_an_overflowing_forecast_leaves_at_once():

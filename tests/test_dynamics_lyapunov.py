@@ -180,3 +180,48 @@ def test_compiled_tangent_propagation_equals_eager(attention_map64):
         compiled = jacobiscope.lyapunov_spectrum(m, m.x0, steps=12, k=k, compile=True)
         assert torch.allclose(compiled.exponents, eager.exponents, atol=1e-10)
         assert torch.allclose(compiled.final_state, eager.final_state, atol=1e-12)
+
+
+@pytest.mark.parametrize("size", [3, 100])  # the dense loop (a tiny state) and the jvp loop
+def test_singular_jacobian_gives_exponents_of_minus_infinity(size):
+    # diag(0.5, 0.25, 0, ...): exponents log 0.5, log 0.25, then -inf exactly (the product of Jacobians has rank 2);
+    # 0 / 0 in the frame once gave NaN for all of them and a "diverging" verdict
+    A = torch.zeros(size, size, dtype=torch.float64)
+    A[0, 0], A[1, 1] = 0.5, 0.25
+    result = jacobiscope.lyapunov_spectrum(linear_map(A), torch.ones(size, dtype=torch.float64), steps=60, k=3,
+                                           transient=5)
+    assert torch.allclose(result.exponents[:2], torch.log(torch.tensor([0.5, 0.25], dtype=torch.float64)),
+                          atol=1e-9)
+    if size > 64:  # Householder QR on the jvp loop finds the collapsed column exactly: R_33 = 0
+        assert result.exponents[2] == -math.inf and result.stderr[2] == 0
+    else:  # Gram-Schmidt on the dense loop keeps a rounding residual: numerically -inf, far below any real rate
+        assert result.exponents[2] < 2 * math.log(torch.finfo(torch.float64).eps)
+    assert float(result.kaplan_yorke) == 0.0
+    frame = result.final_tangents.reshape(3, -1)
+    assert torch.allclose(frame @ frame.T, torch.eye(3, dtype=torch.float64), atol=1e-12)  # still orthonormal
+
+
+@pytest.mark.parametrize("method,k", [("qr", 1), ("qr", 2), ("two_trajectory", 1)])
+@pytest.mark.parametrize("size", [4, 100])
+def test_constant_map_has_every_exponent_minus_infinity(method, k, size):
+    constant = jacobiscope.LoopedMap(lambda x: torch.zeros_like(x) + 0.3, x0=torch.randn(size, dtype=torch.float64))
+    result = jacobiscope.lyapunov_spectrum(constant, steps=8, k=k, method=method)
+    assert result.exponents.tolist() == [-math.inf] * k and result.stderr.tolist() == [0.0] * k
+    assert bool(torch.isfinite(result.final_state).all())
+
+
+def test_measure_calls_a_constant_map_converging_without_flags():
+    constant = jacobiscope.LoopedMap(lambda x: torch.zeros_like(x) + 0.3, x0=torch.randn(6, dtype=torch.float64))
+    row = jacobiscope.measure(constant, loops=12)
+    assert row.regime == "converging" and row.flags == []
+    assert row.lyapunov["exponents"][0] == -math.inf and row.spectral_norm[0]["value"] == 0.0
+
+
+def test_regime_reads_minus_infinity_as_superstable():
+    from jacobiscope.dynamics.regime import classify_dynamics
+
+    assert classify_dynamics(max_lyapunov=-math.inf).regime == "converging"
+    verdict = classify_dynamics(lyapunov_history=torch.tensor([-1.0, -math.inf, -math.inf]))
+    assert verdict.regime == "converging" and "-inf (exact)" in verdict.evidence["reason"]
+    assert classify_dynamics(lyapunov_history=torch.tensor([-1.0, math.nan, math.nan])).regime == "diverging"
+    assert classify_dynamics(max_lyapunov=math.inf).regime == "diverging"

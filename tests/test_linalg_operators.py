@@ -4,6 +4,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import jacobiscope
+from jacobiscope.errors import StepError
 from jacobiscope.linalg import JacobianOperator, jacobian_matmat, jvp, vjp
 
 from conftest import autograd_jacobian
@@ -84,5 +85,5 @@ def test_random_step_under_vmap_gets_a_clear_message():
     module = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.5))
     with pytest.warns(RuntimeWarning):
         m = jacobiscope.LoopedMap(module)
-    with pytest.raises(RuntimeError, match=r"draws random numbers.*model.eval\(\)"):
+    with pytest.raises(StepError, match=r"draws random numbers.*model.eval\(\)"):
         jacobian_matmat(m, torch.ones(4), torch.eye(4))

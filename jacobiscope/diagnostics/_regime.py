@@ -90,7 +90,8 @@ def _first_nonfinite_derivative(norms, eigen, lyapunov) -> int | None:
         loops.append(eigen.loop)
     if lyapunov is not None and lyapunov.history:
         # history[t] is the running estimate after the tangents went through the Jacobian at loop t
-        loops += [t for t, row in enumerate(lyapunov.history) if not all(math.isfinite(v) for v in row)][:1]
+        # (-inf is an exact exponent: a tangent the Jacobian annihilated, e.g. a constant or projecting map)
+        loops += [t for t, row in enumerate(lyapunov.history) if any(math.isnan(v) or v == math.inf for v in row)][:1]
     return min(loops) if loops else None
 
 

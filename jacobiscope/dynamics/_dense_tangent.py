@@ -156,7 +156,11 @@ def _recurse(Jn, Qn, renormalize, frames, logs, single) -> None:
         if flag:
             if single:
                 norms = np.linalg.norm(Qn, axis=1, keepdims=True)
-                Qn, logs[i] = Qn / norms, np.log(norms[:, 0, :])
+                logs[i] = np.log(norms[:, 0, :])
+                # an annihilated tangent (norm exactly 0): log -inf, and the frame goes on along the first axis
+                axis = np.zeros_like(Qn)
+                axis[:, 0] = 1.0
+                Qn = np.where(norms == 0, axis, Qn / np.where(norms == 0, 1.0, norms))
             elif Qn.shape[-1] <= _GRAM_SCHMIDT_MAX_K:
                 Qn, logs[i] = _gram_schmidt(Qn)
             else:
@@ -178,12 +182,40 @@ def _gram_schmidt(Y):
 
     Q = Y.copy()
     logs = np.empty((Y.shape[0], Y.shape[-1]), dtype=Y.dtype)
+    resolution = 64 * np.finfo(Y.dtype).eps
     for j in range(Y.shape[-1]):
         column = Q[:, :, j]
+        before = np.sqrt((column * column).sum(-1))
         for _ in range(2):
             for i in range(j):
                 column = column - (Q[:, :, i] * column).sum(-1, keepdims=True) * Q[:, :, i]
         norm = np.sqrt((column * column).sum(-1))
-        Q[:, :, j] = column / norm[:, None]
         logs[:, j] = np.log(norm)
+        # The Jacobian annihilated this column (a zero or rank-deficient Jacobian: log -inf, or the log of a rounding
+        # residue), or it lies in the span of the columns before it to rounding: what is left is noise, whose
+        # direction is not orthogonal to anything. Go on with a unit vector orthogonal to those columns, as
+        # Householder QR does, not with 0 / 0 = NaN or with a copy of an earlier column.
+        lost = norm <= resolution * before
+        if lost.any():
+            column = np.where(lost[:, None], _orthogonal_axis(Q[:, :, :j]), column)
+            norm = np.where(lost, np.sqrt((column * column).sum(-1)), norm)
+        Q[:, :, j] = column / norm[:, None]
     return Q, logs
+
+
+def _orthogonal_axis(Q):
+    """Per batch entry, the coordinate axis farthest from the span of the orthonormal columns ``Q [batch, D, j]``,
+    with that span projected out (j < D, so one of the first j + 1 axes has a residual of at least 1 / sqrt(j + 1))."""
+    import numpy as np
+
+    batch, size, j = Q.shape
+    best = np.zeros((batch, size), dtype=Q.dtype)
+    best_norm = np.full(batch, -1.0)
+    for axis in range(min(j + 1, size)):
+        residual = -(Q @ Q[:, axis, :][:, :, None])[:, :, 0]
+        residual[:, axis] += 1.0
+        norm = np.sqrt((residual * residual).sum(-1))
+        better = norm > best_norm
+        best = np.where(better[:, None], residual, best)
+        best_norm = np.where(better, norm, best_norm)
+    return best

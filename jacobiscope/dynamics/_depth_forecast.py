@@ -59,7 +59,7 @@ class DepthForecast:
             they shrink).
         first_gain: ``||J delta|| / ||delta||``, the one-step gain of the last step (above 1: it is amplified).
         window_rate: the measured step ratio ``(d_T / d_{T-w})^(1/w)`` over the second half of the loops up to
-            ``T`` (NaN with fewer than two steps).
+            ``T`` (NaN with fewer than two steps; 0 once the state stops moving exactly).
         last_step: ``||delta|| / ||x_T||``.
         settled_displacement: the displacement the forecast steps add up to when they shrink (``rate < 1``), else
             None.
@@ -292,6 +292,8 @@ def _window_rate(states: torch.Tensor) -> float:
     first = len(steps) // 2 if len(steps) >= 4 else 0
     span = len(steps) - 1 - first
     low, high = float(steps[first]), float(steps[-1])
+    if span >= 1 and high == 0:
+        return 0.0  # the state stopped moving exactly (a fixed point reached in finitely many loops): nothing is left
     if span < 1 or not low > 0 or not math.isfinite(high):
         return math.nan
     return (high / low) ** (1 / span)

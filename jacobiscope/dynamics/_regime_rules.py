@@ -103,6 +103,9 @@ def _rule_exponent(seen: _Observed, limits: RegimeThresholds):
     if estimate is None:
         return None
     text = _exponent_text(seen)
+    if estimate.value == -math.inf:
+        return _verdict(Regime.CONVERGING, seen, f"{text}: the Jacobians annihilate every tangent direction "
+                        "(superstable): nearby states merge in finitely many loops")
     in_band = abs(estimate.value) <= limits.tol and estimate.half_width <= limits.max_half_width
     turning = _quasi_periodic(seen, limits) if in_band else ""
     if turning:
@@ -185,6 +188,8 @@ def _exponent_text(seen: _Observed) -> str:
     if estimate is None:
         return "lambda_max not measured"
     where = f" over loops {estimate.first_loop}-{estimate.last_loop}" if estimate.last_loop else ""
+    if estimate.value == -math.inf:
+        return f"lambda_max = -inf (exact){where}"
     width = f" +/- {estimate.half_width:.2g}" if math.isfinite(estimate.half_width) else ""
     # lambda_max only: a sentence goes on to say what it is ("is 0 within 0.1", "> 0"), so nothing may stand
     # between the number and that claim (rho(J) once did: "rho(J) = 1.32 is 0 within 0.1"); rho(J) is added last

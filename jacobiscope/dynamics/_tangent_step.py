@@ -35,10 +35,20 @@ __all__ = ["TangentStep", "eager_tangent_step", "compiled_tangent_step", "orthon
 
 
 def _orthonormalize(Y: torch.Tensor):
-    """QR of ``Y [batch, D, k]`` with ``diag R > 0``; returns (Q, log|diag R|). k=1 is a plain normalization."""
+    """QR of ``Y [batch, D, k]`` with ``diag R > 0``; returns (Q, log|diag R|). k=1 is a plain normalization.
+
+    A column the Jacobian annihilated exactly (a zero or rank-deficient Jacobian: a constant map, a projection) has
+    ``R_ii = 0``: its log is -inf, the exact exponent of that direction, and the frame goes on with a unit vector
+    (Householder QR completes the basis by itself; for one vector, the first axis) instead of 0 / 0 = NaN, which
+    was read as a diverged orbit.
+    """
     if Y.shape[-1] == 1:
         norms = Y.norm(dim=1, keepdim=True)
-        return Y / norms, norms[:, 0, :].log()
+        collapsed = norms == 0
+        axis = torch.zeros_like(Y)
+        axis[:, 0] = 1.0
+        Q = torch.where(collapsed, axis, Y / torch.where(collapsed, torch.ones_like(norms), norms))
+        return Q, norms[:, 0, :].log()
     Q, R = torch.linalg.qr(Y)
     diagonal = R.diagonal(dim1=-2, dim2=-1)
     signs = torch.where(diagonal < 0, -1.0, 1.0).to(Y.dtype)

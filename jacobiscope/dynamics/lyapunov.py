@@ -315,7 +315,8 @@ def _check_window(window, alive, nonfinite_step):
     """Mark trajectories whose state or log|R| went non-finite; record the first such loop."""
     logs = torch.stack([log_r for _, log_r, _ in window])  # [w, batch, k]
     states_ok = torch.stack([ok for _, _, ok in window])  # [w, batch]
-    bad = ~torch.isfinite(logs).all(-1) | ~states_ok  # [w, batch]
+    # log|R_ii| = -inf is a tangent the Jacobian annihilated exactly (an exponent of -inf, not a blow-up)
+    bad = (torch.isnan(logs) | (logs == math.inf)).any(-1) | ~states_ok  # [w, batch]
     steps = torch.tensor([t for t, _, _ in window], device=logs.device)
     newly = alive & bad.any(0)
     if bool(newly.any()):
@@ -348,6 +349,8 @@ def _assemble(looped_map, frame, local_rows, record_steps, nonfinite_step, alive
         history = torch.gather(history, 2, order.unsqueeze(0).expand_as(history))
         local = torch.gather(local, 2, order.unsqueeze(0).expand_as(local))
     stderr = _batch_means_stderr(local)
+    # an exponent of -inf is exact (the product of Jacobians lost rank), not a noisy average: no spread
+    stderr[exponents == -math.inf] = 0.0
     stderr[dead] = float("nan")
     kaplan_yorke = kaplan_yorke_dimension(exponents, state_size=frame.size)
     tangents = None
@@ -446,13 +449,18 @@ def _two_trajectory(looped_map, x, steps, transient, perturbation, seed, meta):
             y = looped_map.step(y)
             difference = (y - x).reshape(batch, size)
             distance = difference.norm(dim=1)
-            finite = torch.isfinite(distance) & (distance > 0)
+            finite = torch.isfinite(distance)
+            # the two trajectories met exactly (a constant map, or a contraction past the float resolution in one
+            # step): the separation's log is -inf, and the perturbation starts again along the first direction
+            met = finite & (distance == 0)
             bad = ~finite & (nonfinite_step < 0)
             if bool(bad.any()):
                 nonfinite_step = torch.where(bad, torch.full_like(nonfinite_step, t + transient), nonfinite_step)
-                distance = torch.where(finite, distance, torch.full_like(distance, perturbation))
-                difference = torch.where(finite.unsqueeze(1), difference, perturbation * direction)
             growth = (distance / perturbation).log()
+            if bool((bad | met).any()):
+                restart = ~finite | met
+                distance = torch.where(restart, torch.full_like(distance, perturbation), distance)
+                difference = torch.where(restart.unsqueeze(1), perturbation * direction, difference)
             growth = torch.where(nonfinite_step >= 0, torch.full_like(growth, float("nan")), growth)
             local_rows.append(growth.unsqueeze(1))
             record_steps.append(t)

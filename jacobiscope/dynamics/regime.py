@@ -167,8 +167,13 @@ def _estimate(value, stderr, history, limits, evidence):
         history = measured.series(history, "lyapunov_history")
         if history.numel() == 0:
             raise ArgumentError("lyapunov_history is empty: pass the running estimates, one per loop.")
-        estimate = measured.exponent_from_history(history, limits.resolution) if bool(
-            torch.isfinite(history).all()) else measured.exponent_from_summary(math.nan, None, limits.resolution)
+        if bool(torch.isfinite(history).all()):
+            estimate = measured.exponent_from_history(history, limits.resolution)
+        elif bool((history[-1] == -math.inf) & ~torch.isnan(history).any() & ~(history == math.inf).any()):
+            # the running estimate fell to -inf: the Jacobians annihilated the tangent exactly, an exact exponent
+            estimate = measured.exponent_from_summary(-math.inf, 0.0, limits.resolution)
+        else:
+            estimate = measured.exponent_from_summary(math.nan, None, limits.resolution)
     elif value is not None:
         value = measured.scalar(value, "max_lyapunov", hint="lyap.exponents[0] (lyap.exponents[i, 0] in a batch)")
         error = None if stderr is None else measured.scalar(stderr, "max_lyapunov_stderr", hint="lyap.stderr[0]")

@@ -42,7 +42,7 @@ def forward_ad_context():
 def _translate_forward_ad_error(error: Exception, looped_map: LoopedMap) -> Exception:
     text = str(error)
     if "randomness" in text:
-        return RuntimeError(
+        return StepError(
             f"The step of '{looped_map.name}' draws random numbers (dropout in training mode?), so it has no "
             "well-defined Jacobian and vmap refuses it. Call model.eval() before building the map."
         )
