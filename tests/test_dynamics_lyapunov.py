@@ -215,6 +215,11 @@ def test_measure_calls_a_constant_map_converging_without_flags():
     row = jacobiscope.measure(constant, loops=12)
     assert row.regime == "converging" and row.flags == []
     assert row.lyapunov["exponents"][0] == -math.inf and row.spectral_norm[0]["value"] == 0.0
+    # the table says -inf with no interval around it, and the verdict line says why
+    from jacobiscope.report import Report
+
+    summary = Report([row], {"model": "constant"}, []).summary()
+    assert " -inf  converging" in summary and "+/- 0" not in summary and "lambda_max = -inf" in summary
 
 
 def test_regime_reads_minus_infinity_as_superstable():

@@ -80,7 +80,8 @@ def lambda_cell(evidence: dict) -> str | None:
     late, width = evidence.get("lambda_late"), evidence.get("lambda_half_width")
     if not _is_number(late):
         return None
-    return _num(late) if not _is_number(width) else f"{_num(late)} +/- {_num(width, '.2g')}"
+    exact = not math.isfinite(late)  # -inf: an annihilated tangent, exact
+    return _num(late) if exact or not _is_number(width) else f"{_num(late)} +/- {_num(width, '.2g')}"
 
 
 def _first_nonfinite_derivative(norms, eigen, lyapunov) -> int | None:

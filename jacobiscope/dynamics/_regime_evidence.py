@@ -79,6 +79,8 @@ def exponent_from_history(history: torch.Tensor, resolution: float) -> ExponentE
 def exponent_from_summary(value: float, stderr: float | None, resolution: float) -> ExponentEstimate:
     """An estimate from one number and its standard error (the engine's 10 batch means: t with 9 dof)."""
     error = max(stderr, resolution) if stderr is not None and math.isfinite(stderr) else math.inf
+    if value == -math.inf and stderr == 0:
+        error = 0.0  # an exact -inf (a tangent annihilated): no interval around it
     return ExponentEstimate(value=value, stderr=error, half_width=t_quantile(9) * error, first_loop=0, last_loop=0,
                             whole=value, drift=0.0)
 

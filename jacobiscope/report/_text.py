@@ -142,7 +142,9 @@ def _lambda_cell(row) -> str | None:
     if interval is None:
         return None
     late, width = interval[0], interval[1]
-    return _num(late) if width is None or not math.isfinite(width) else f"{_num(late)} +/- {_num(width, '.2g')}"
+    exact = isinstance(late, (int, float)) and math.isinf(late)  # -inf: an annihilated tangent, no interval
+    return _num(late) if exact or width is None or not math.isfinite(width) else (
+        f"{_num(late)} +/- {_num(width, '.2g')}")
 
 
 def outcome_summary(report) -> str:
