@@ -271,6 +271,32 @@ def test_load_csv_tolerates_comma_space_blank_lines_header_and_dots(tmp_path, sm
     check_dataset(sudoku.load_csv(headless, header=False), small_rows)
 
 
+def test_load_csv_reads_the_columns_a_header_names(tmp_path, small_rows):
+    """HRM's sudoku-extreme (source,question,answer,rating with '.' blanks), a tab-separated file with the solution
+    first, a semicolon file, and puzzles alone under a puzzle,solution header: the same rows each time."""
+    hrm = tmp_path / "extreme.csv"
+    hrm.write_text("source,question,answer,rating\n" + "".join(
+        f"set{i},{p.replace('0', '.')},{s},{i}\n" for i, (p, s) in enumerate(small_rows)))
+    check_dataset(sudoku.load_csv(hrm), small_rows)
+    reversed_tsv = tmp_path / "reversed.tsv"
+    reversed_tsv.write_text("Solution\tPuzzle\n" + "".join(f"{s}\t{p}\n" for p, s in small_rows))
+    check_dataset(sudoku.load_csv(reversed_tsv), small_rows)
+    semicolons = tmp_path / "semicolons.csv"
+    semicolons.write_text("".join(f"{p};{s}\n" for p, s in small_rows))
+    check_dataset(sudoku.load_csv(semicolons), small_rows)
+    alone = tmp_path / "alone.csv"
+    p, s = small_rows[1]
+    alone.write_text(f"puzzle,solution\n{p}\n")
+    assert list(sudoku.load_csv(alone)["solution"]) == [s]   # the exact solver supplies it
+    wide = tmp_path / "wide.csv"
+    wide.write_text(f"id,grid,score\n1,{p},3\n")
+    with pytest.raises(SudokuFileError, match=r"wide\.csv:1: a header of 3 columns .* names no puzzle column"):
+        sudoku.load_csv(wide)
+    hrm.write_text(f"source,question,answer,rating\nx,{p},{s[:-1]},1\n")  # an 80-digit answer
+    with pytest.raises(SudokuFileError, match=r"extreme\.csv:2: expected the header's 4 columns .* column 3"):
+        sudoku.load_csv(hrm)
+
+
 def test_puzzles_given_alone_are_scored_against_their_unique_solution(tmp_path):
     """A file of puzzles without solutions (real SATNet test rows): the solver supplies each one's solution, which
     must be the one SATNet ships with it."""

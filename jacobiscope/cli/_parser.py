@@ -425,7 +425,8 @@ def _add_sudoku_eval(sudoku_commands) -> None:
     evaluate.add_argument("--votes", type=vote_count, default=1, help="energy votes over noise draws (AKOrN only)")
     evaluate.add_argument("--split", type=name_list, default=["id", "ood"], help="id (SATNet test), ood (RRN test), "
                           "fresh (1,000 generated puzzles, 31-42 givens, the model cards' fixed seed), or csv files of "
-                          "puzzle,solution rows (or puzzles alone: the exact solver supplies their unique solutions); "
+                          "puzzle,solution rows (or puzzles alone: the exact solver supplies their unique solutions; a "
+                          "header naming its columns picks them, e.g. HRM's source,question,answer,rating); "
                           "comma-separated (default: id,ood)")
     evaluate.add_argument("--limit", type=positive_int, help="only the first N puzzles of each split (default: all)")
     evaluate.add_argument("--data", help="folder or file with the benchmark files (default: the bundled copy, or "

@@ -121,6 +121,35 @@ def _regular(path: Path, what: str) -> None:
                               "pass the path of a csv file (or a folder holding the benchmark files).", path)
 
 
+#: Header names of the puzzle and solution columns in published Sudoku csv files (Kaggle's quizzes,solutions;
+#: HRM's sudoku-extreme source,question,answer,rating; puzzle,solution), matched without case.
+PUZZLE_COLUMNS = ("puzzle", "puzzles", "quiz", "quizzes", "question", "questions", "problem", "board", "input", "q")
+SOLUTION_COLUMNS = ("solution", "solutions", "answer", "answers", "target", "label", "labels", "a")
+_DELIMITERS = (",", "\t", ";")
+
+
+def _delimiter(text: str) -> str:
+    """The field separator of a file, from its first line: a comma, else a tab, else a semicolon (a comma when the
+    line has none of them: a puzzle alone)."""
+    return next((d for d in _DELIMITERS if d in text), ",")
+
+
+def _named_columns(header_line: str, delimiter: str, path) -> tuple[int, int] | None:
+    """``(puzzle column, solution column)`` a header names, None for a two-column header that names neither (its
+    rows are read as puzzle,solution); a wider header must name at least the puzzle column."""
+    names = [f.strip().strip('"').lower() for f in header_line.split(delimiter)]
+    puzzle = next((i for i, name in enumerate(names) if name in PUZZLE_COLUMNS), None)
+    solution = next((i for i, name in enumerate(names) if name in SOLUTION_COLUMNS and i != puzzle), None)
+    if puzzle is None and len(names) > 2:
+        raise SudokuFileError(
+            f"{path}:1: a header of {len(names)} columns ({header_line[:80]!r}) names no puzzle column — expected "
+            f"one of {', '.join(PUZZLE_COLUMNS)} (and a solution column: {', '.join(SOLUTION_COLUMNS)}). Rename "
+            "the columns, or give 'puzzle,solution' rows.", path, 1)
+    if puzzle is None:
+        return None
+    return puzzle, solution if solution is not None else -1
+
+
 def _read_csv(path, header, limit):
     """Rows of a ``puzzle,solution`` text file: (puzzle strings, solution strings, 1-based line numbers)."""
     path = _existing(path, "Sudoku csv file")
@@ -130,7 +159,7 @@ def _read_csv(path, header, limit):
     if header not in ("auto", True, False):
         raise SudokuError(f"header must be 'auto', True or False, got {header!r}.")
     puzzles, solutions, lines = [], [], []
-    first, header_line = True, None
+    first, header_line, delimiter, columns = True, None, ",", None
     try:
         with _open_text(path) as handle:
             for number, text in enumerate(handle, start=1):
@@ -139,24 +168,20 @@ def _read_csv(path, header, limit):
                 text = text.strip()
                 if not text:
                     continue  # blank lines (e.g. a trailing newline) carry no row
-                fields = [f.strip().strip('"') for f in text.split(",")]
                 is_first, first = first, False
+                if is_first:
+                    delimiter = _delimiter(text)
+                fields = [f.strip().strip('"') for f in text.split(delimiter)]
                 # "auto" skips only a line of words (no board field), so a typo in the first data row still
                 # raises instead of silently dropping that row.
                 if is_first and (header is True or (header == "auto" and re.search(r"[A-Za-z]", text)
                                                     and not any(_BOARD.fullmatch(f) for f in fields))):
                     header_line = text
+                    columns = _named_columns(text, delimiter, path)
                     continue
-                puzzle_only = len(fields) == 1 and _BOARD.fullmatch(fields[0])
-                if not puzzle_only and (len(fields) != 2 or not _BOARD.fullmatch(fields[0])
-                                        or not _SOLVED_BOARD.fullmatch(fields[1])):
-                    raise SudokuFileError(
-                        f"{path}:{number}: expected 'puzzle,solution' (two 81-digit strings, the puzzle with "
-                        f"'0' or '.' for blanks and a complete solution of digits 1-9) or a puzzle alone, got "
-                        f"{text[:120]!r}. Fix that line.", path, number,
-                    )
-                puzzles.append(fields[0])
-                solutions.append(None if puzzle_only else fields[1])
+                puzzle, solution = _row(fields, columns, header_line, path, number, text)
+                puzzles.append(puzzle)
+                solutions.append(solution)
                 lines.append(number)
     except (UnicodeDecodeError, lzma.LZMAError, OSError, EOFError) as error:
         if isinstance(error, FileNotFoundError):
@@ -172,6 +197,34 @@ def _read_csv(path, header, limit):
         raise SudokuFileError(f"{path}: no 'puzzle,solution' rows, {found}. Check the path and the file's contents"
                               + (", or pass header=False." if header is True else "."), path)
     return puzzles, solutions, lines
+
+
+def _row(fields, columns, header_line, path, number, text) -> tuple[str, str | None]:
+    """One line's (puzzle, solution or None): by the header's named columns when it names them, else as
+    ``puzzle,solution`` or a puzzle alone."""
+    if columns is not None:
+        puzzle_at, solution_at = columns
+        width = len(header_line.split(_delimiter(header_line)))
+        if len(fields) < width:  # trailing columns left out (a puzzle alone under puzzle,solution): empty
+            fields = fields + [""] * (width - len(fields))
+        puzzle = fields[puzzle_at] if len(fields) == width else None
+        solution = fields[solution_at] if solution_at >= 0 and len(fields) == width else None
+        if puzzle is None or not _BOARD.fullmatch(puzzle) or (solution and not _SOLVED_BOARD.fullmatch(solution)):
+            raise SudokuFileError(
+                f"{path}:{number}: expected the header's {width} columns with an 81-cell puzzle in column "
+                f"{puzzle_at + 1} ('0' or '.' for blanks)"
+                + (f" and a complete solution of digits 1-9 in column {solution_at + 1}" if solution_at >= 0 else "")
+                + f", got {text[:120]!r}. Fix that line.", path, number)
+        return puzzle, solution or None
+    puzzle_only = len(fields) == 1 and _BOARD.fullmatch(fields[0])
+    if not puzzle_only and (len(fields) != 2 or not _BOARD.fullmatch(fields[0])
+                            or not _SOLVED_BOARD.fullmatch(fields[1])):
+        raise SudokuFileError(
+            f"{path}:{number}: expected 'puzzle,solution' (two 81-digit strings, the puzzle with "
+            f"'0' or '.' for blanks and a complete solution of digits 1-9) or a puzzle alone, got "
+            f"{text[:120]!r}. Fix that line.", path, number,
+        )
+    return fields[0], None if puzzle_only else fields[1]
 
 
 def _check_limit(limit):
@@ -228,11 +281,13 @@ def load_csv(path, *, header="auto", limit: int | None = None, validate: bool = 
 
     Arguments:
         path: the file. Digits are read as strings, so leading zeros are never lost; fields may be separated
-            by ``,`` or ``, ``; blank lines are skipped; '.' blanks become '0'.
+            by ``,`` or ``, `` (a tab or ``;`` when the first line has no comma); blank lines are skipped; '.'
+            blanks become '0'. A header that names its columns picks them (`PUZZLE_COLUMNS`,
+            `SOLUTION_COLUMNS`: HRM's sudoku-extreme ``source,question,answer,rating`` reads question and answer).
             A line holding a puzzle alone gets its unique solution from the exact solver; a puzzle with no solution or several raises, naming its line (board accuracy needs
             one reference grid).
-        header: ``"auto"`` skips a first (non-blank) line that contains letters (e.g. ``quizzes,solutions``);
-            True always skips it; False never does.
+        header: ``"auto"`` takes a first (non-blank) line of words as the header (e.g. ``quizzes,solutions``);
+            True always does; False never does.
         limit: keep only the first ``limit`` rows (a positive int; reading stops there).
         validate: check every solution is a valid grid that agrees with its puzzle's givens.
 
