@@ -181,9 +181,11 @@ def _measure_depth(maps, label: str, k: int, seed: int, token_limit: int, token_
         with torch.no_grad():  # jvps need no graph for the weights
             pushed = operator.matmat(frame).reshape(count, -1)
         q, r = torch.linalg.qr(pushed.T.to(torch.float64))
-        stretch = r.diagonal().abs().clamp_min(1e-300).log()
+        # log 0 = -inf where the layer annihilates a tangent exactly (an exact exponent, as in lyapunov_spectrum);
+        # the sign of a zero R_ii is taken as +1, so Householder's completed column carries on instead of a zero one
+        stretch = r.diagonal().abs().log()
         total += stretch
-        frame = (q * torch.sign(r.diagonal())).T.to(x.dtype).reshape(count, *state.shape)
+        frame = (q * torch.where(r.diagonal() < 0, -1.0, 1.0)).T.to(x.dtype).reshape(count, *state.shape)
         if not bool(torch.isfinite(frame).all()):
             frame = torch.nan_to_num(frame, nan=0.0, posinf=0.0, neginf=0.0)  # the NaN is in total, flagged
         sigma = _layer_spectral_norm(looped, state, operator, seed)
@@ -196,6 +198,11 @@ def _measure_depth(maps, label: str, k: int, seed: int, token_limit: int, token_
     return DepthDynamics(label=label, layers=layers, exponents=exponents, token_gain=gains, flags=flags)
 
 
+def _not_a_measurement(value: float) -> bool:
+    """NaN or +inf: an overflow. -inf is a measurement: a layer whose Jacobian annihilates a tangent exactly."""
+    return math.isnan(value) or value == math.inf
+
+
 def _nonfinite_flags(layers: list, exponents: list, gains: list) -> list[str]:
     """One flag per kind of non-finite number, naming where: a NaN/Inf is not a measurement, and a reader of the
     numbers alone would take ``inf`` for "very expanding"."""
@@ -204,11 +211,11 @@ def _nonfinite_flags(layers: list, exponents: list, gains: list) -> list[str]:
     if norms:
         flags.append(f"spectral_norm NaN/Inf at layer(s) {norms} — not a measurement: the layer overflowed; compute "
                      "in float64 (dtype=torch.float64) or check the weights")
-    stretched = [entry["layer"] for entry in layers if not all(math.isfinite(v) for v in entry["log_stretch"])]
+    stretched = [entry["layer"] for entry in layers if any(_not_a_measurement(v) for v in entry["log_stretch"])]
     if stretched:
-        flags.append(f"log_stretch NaN/Inf at layer(s) {stretched} — the tangent frame overflowed or collapsed there; "
+        flags.append(f"log_stretch NaN/Inf at layer(s) {stretched} — the tangent frame overflowed there; "
                      "compute in float64 (dtype=torch.float64) or check the weights")
-    bad = [index for index, value in enumerate(exponents) if not math.isfinite(value)]
+    bad = [index for index, value in enumerate(exponents) if _not_a_measurement(value)]
     if bad:
         flags.append(f"exponents NaN/Inf at index(es) {bad} — not measurements (see the layer flags); compute in "
                      "float64 (dtype=torch.float64)")
