@@ -239,3 +239,20 @@ def test_cluster_counts_match_union_find_on_random_clouds():
         assert int(p.cluster_count[b]) == _reference_components(cosines.abs(), 0.9)
         assert int(p.signed_cluster_count[b]) == _reference_components(cosines, 0.9)
     assert len(set(p.cluster_count.tolist())) > 1  # the clouds really differ
+
+
+def test_measure_says_why_clusters_are_nan_when_every_token_is_zero():
+    # x -> 0.5 x from one token at 1 and one at 0: the tokens shrink but keep their directions (one cluster, top
+    # eigenvalue 1 at every loop); x -> 0 from the same start: loop 0 has one cluster, then no token has a direction
+    start = torch.tensor([[1.0, 0.0], [0.0, 0.0]], dtype=torch.float64)
+    shrinking = jacobiscope.measure(jacobiscope.LoopedMap(lambda x: 0.5 * x, x0=start), loops=4,
+                                    diagnostics=["clusters"])
+    assert shrinking.clusters["top_eigenvalue"] == [1.0] * 5 and shrinking.flags == []
+    vanished = jacobiscope.measure(jacobiscope.LoopedMap(lambda x: 0.0 * x, x0=start), loops=4,
+                                   diagnostics=["clusters"])
+    values = vanished.clusters["top_eigenvalue"]
+    assert values[0] == 1.0 and all(math.isnan(v) for v in values[1:])
+    # one flag, with the cause: not the generic "NaN/Inf in its result ... compute in float64"
+    assert [f for f in vanished.flags if f.startswith("clusters")] == [
+        "clusters: every token is zero at loop(s) 1, 2, 3, 4 — tokens without a direction have no order "
+        "parameters, so those entries are NaN (undefined, not an overflow)"]

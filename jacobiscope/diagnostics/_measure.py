@@ -278,8 +278,12 @@ def _run(diagnostic, context: MeasureContext):
 
     name = diagnostic.name
     if any(diagnostic is builtin for builtin in BUILTIN):
+        before = len(context.flags)
         result = diagnostic.compute(context)
-        if name not in _FLAGGED_BY_REGIME:
+        # a built-in that said why its result holds NaN (its own flag, "<name>: ...") is not flagged again with a
+        # generic cause that may be the wrong one ("compute in float64")
+        explained = any(flag.startswith(f"{name}:") for flag in context.flags[before:])
+        if name not in _FLAGGED_BY_REGIME and not explained:
             _flag_nonfinite(name, result, context)
         return result
     version, flags = context.states._version, len(context.flags)
