@@ -74,3 +74,28 @@ def test_spectral_norm_and_lyapunov_shapes_and_values(state_shape, batch_shape, 
     else:
         conditioned = log_det > -8.0
         assert torch.all(error[conditioned] <= 2e-3 * (1 + log_det.abs()[conditioned]))
+
+
+@settings(max_examples=20, deadline=None, derandomize=True)
+@given(size=st.sampled_from([2, 3, 5, 70]), zeros=st.integers(0, 2), seed=st.integers(0, 1000))
+def test_triangular_maps_have_the_log_moduli_of_their_diagonal_as_exponents(size, zeros, seed):
+    """A triangular A has eigenvalues diag(A): its exponents are log|a_ii| (log-moduli 0.2 apart, the largest 0, so
+    the frame aligns within the transient and the state neither overflows nor underflows), and -inf, or a rounding
+    residue far below every real rate, for each exact zero on it — on the dense loop (size <= 64) and on the jvp
+    loop, with the frame kept orthonormal."""
+    generator = torch.Generator().manual_seed(seed)
+    log_moduli = -0.2 * torch.randperm(size, generator=generator).to(torch.float64)
+    signs = torch.where(torch.rand(size, generator=generator) < 0.5, -1.0, 1.0).to(torch.float64)
+    diagonal = log_moduli.exp() * signs
+    diagonal[torch.randperm(size, generator=generator)[:min(zeros, size - 1)]] = 0.0
+    A = torch.triu(0.3 * torch.randn(size, size, generator=generator, dtype=torch.float64), 1) + torch.diag(diagonal)
+    k = min(size, 4)
+    result = jacobiscope.lyapunov_spectrum(jacobiscope.systems.linear_map(A), torch.ones(size, dtype=torch.float64),
+                                           steps=200, k=k, transient=150)
+    expected = diagonal.abs().log().sort(descending=True).values[:k]
+    finite = torch.isfinite(expected)
+    assert torch.allclose(result.exponents[finite], expected[finite], atol=1e-6)
+    slowest = -0.2 * (size - 1)   # the most contracting real rate of these maps
+    assert bool((result.exponents[~finite] < slowest - 15).all())
+    frame = result.final_tangents.reshape(k, -1)
+    assert torch.allclose(frame @ frame.T, torch.eye(k, dtype=torch.float64), atol=1e-10)
