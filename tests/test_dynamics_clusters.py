@@ -255,4 +255,4 @@ def test_measure_says_why_clusters_are_nan_when_every_token_is_zero():
     # one flag, with the cause: not the generic "NaN/Inf in its result ... compute in float64"
     assert [f for f in vanished.flags if f.startswith("clusters")] == [
         "clusters: every token is zero at loop(s) 1, 2, 3, 4 — tokens without a direction have no order "
-        "parameters, so those entries are NaN (undefined, not an overflow)"]
+        "parameters, so those entries are NaN"]

@@ -102,7 +102,7 @@ class Clusters(Diagnostic):
         if silent:  # zero tokens have no direction on the sphere: NaN there means undefined, not an overflow
             shown = ", ".join(map(str, silent[:5])) + (", ..." if len(silent) > 5 else "")
             context.flags.append(f"clusters: every token is zero at loop(s) {shown} — tokens without a direction "
-                                 "have no order parameters, so those entries are NaN (undefined, not an overflow)")
+                                 "have no order parameters, so those entries are NaN")
         return ClusterMeasurement(top_eigenvalue=order.top_eigenvalue.tolist(),
                                   effective_clusters=order.effective_clusters.tolist(),
                                   cluster_count=[int(c) for c in order.cluster_count.tolist()])
