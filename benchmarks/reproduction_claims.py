@@ -1135,7 +1135,10 @@ def claim_akorn_dimension(context: Context) -> Claim:
                           "over the puzzles (each gain's s.d. bounded from its two accuracies; the seed spread is not "
                           "in them). Gains are in OOD board accuracy; when no run of these variants reaches 2% of OOD "
                           "boards, in ID board accuracy; when none reaches 2% of those either, in OOD blank-cell "
-                          "accuracy.", decide,
+                          "accuracy. The seed repeats and the large-N norm variant were trained through the recipe's "
+                          "compile_loop (torch.compile of the same loop: the same math, rounding aside — over "
+                          "thousands of steps a rounding difference moves a run as a seed does), seed 0 of the others "
+                          "eagerly.", decide,
                           optional=["akorn-n8", AKORN_LARGE_NORM], parts=parts,
                           extra_table=lambda: _akorn_seed_table(context))
 
