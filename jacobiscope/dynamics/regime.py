@@ -74,6 +74,8 @@ def classify_dynamics(*, max_lyapunov=None, max_lyapunov_stderr=None, lyapunov_h
     3. **periodic**: a period ``p`` in ``2..max_period`` closes (``period_rtol``).
     4. **undetermined** when lambda_max was measured but the run is still in its transient (drift above
        ``drift_tol`` and above the interval's half-width).
+    4b. **converging** when lambda_max is -inf exactly: the Jacobians annihilate every tangent direction (a
+       constant or projecting step; superstable), whatever the steps did.
     5. estimate within ``tol`` of 0 and interval at most ``max_half_width`` wide: **oscillating** when the motion
        is quasi-periodic (the late orbit turns steadily in a plane: `RotationEvidence.rotating`; or a dominant
        Jacobian eigenvalue pair lies on the unit circle, ``unit_circle_tol``); otherwise **critical** when the
