@@ -198,11 +198,22 @@ def side_effect_refusal(error: RuntimeError, name: str) -> StepError | None:
 
 
 def _warn_if_random(module: nn.Module) -> None:
+    """Warn once for a module in training mode whose step is random (dropout) or writes its own buffers (a batch
+    norm's running statistics: every call moves them, and derivative transforms refuse the write)."""
     for sub in module.modules():
         if isinstance(sub, nn.modules.dropout._DropoutNd) and sub.p > 0 and sub.training:
             warnings.warn(
                 f"{type(module).__name__} has dropout p={sub.p} in training mode: the map is random, so its "
                 "Jacobian is that of one random draw. Call module.eval() before building the LoopedMap.",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+            return
+        if isinstance(sub, nn.modules.batchnorm._BatchNorm) and sub.training and sub.track_running_stats:
+            warnings.warn(
+                f"{type(module).__name__} has a {type(sub).__name__} in training mode: every step updates its "
+                "running statistics (the module changes as the map runs) and derivatives cannot follow that write. "
+                "Call module.eval() before building the LoopedMap.",
                 RuntimeWarning,
                 stacklevel=3,
             )
