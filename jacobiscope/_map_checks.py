@@ -210,8 +210,9 @@ def _warn_if_random(module: nn.Module) -> None:
             )
             return
         if isinstance(sub, nn.modules.batchnorm._BatchNorm) and sub.training and sub.track_running_stats:
+            which = "is" if sub is module else f"has a {type(sub).__name__}"
             warnings.warn(
-                f"{type(module).__name__} has a {type(sub).__name__} in training mode: every step updates its "
+                f"{type(module).__name__} {which} in training mode: every step updates its "
                 "running statistics (the module changes as the map runs) and derivatives cannot follow that write. "
                 "Call module.eval() before building the LoopedMap.",
                 RuntimeWarning,

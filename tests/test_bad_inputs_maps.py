@@ -380,7 +380,7 @@ def test_a_step_that_writes_its_buffers_in_place_is_named_with_the_fix():
     # RuntimeError from inside torch ("mutate a captured Tensor") that named neither the step nor the fix
     norm = torch.nn.BatchNorm1d(3)
     x = torch.randn(4, 3, generator=torch.Generator().manual_seed(0))
-    with pytest.warns(RuntimeWarning, match="BatchNorm1d in training mode"), \
+    with pytest.warns(RuntimeWarning, match="BatchNorm1d is in training mode"), \
             pytest.raises(jacobiscope.errors.StepError) as info:
         jacobiscope.measure(norm, x, loops=4)
     assert "'BatchNorm1d' writes in place" in str(info.value) and "module.eval()" in str(info.value)
