@@ -67,10 +67,12 @@ def _one_trajectory(looped, x0, dtype=None):
                             "— reshape the batch into one dimension")
     # A single-trajectory map: give it a batch dimension of size 1, so every diagnostic sees one convention.
     drive = looped.drive_function
-    batched = LoopedMap(_OneTrajectory.of(looped) if looped.module is not None else (
-                            lambda x: looped.step(x[0]).unsqueeze(0)), batch_dims=1,
-                        drive=(lambda x: drive(x[0]).unsqueeze(0)) if drive is not None else None,
-                        x0=x0.unsqueeze(0), name=looped.name)
+    with warnings.catch_warnings():  # the user's map warned already (dropout / batch norm in training mode)
+        warnings.simplefilter("ignore", RuntimeWarning)
+        batched = LoopedMap(_OneTrajectory.of(looped) if looped.module is not None else (
+                                lambda x: looped.step(x[0]).unsqueeze(0)), batch_dims=1,
+                            drive=(lambda x: drive(x[0]).unsqueeze(0)) if drive is not None else None,
+                            x0=x0.unsqueeze(0), name=looped.name)
     if looped.module is not None:  # the map's own tensors (a detached or cast copy), under the wrapper's names
         batched.params = {f"inner.{name}": tensor for name, tensor in looped.params.items()}
     batched.info, batched._extras = looped.info.copy(), dict(looped._extras)
