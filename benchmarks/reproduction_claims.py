@@ -1078,6 +1078,10 @@ def claim_akorn_dimension(context: Context) -> Claim:
 
         def said(name):
             value, count = gain(name)
+            shipped = len(_seed_runs(context, name))
+            if shipped > count:  # some seeds never completed a board: say how many the number stands on
+                return (f"{100 * value:+.1f} ({'median of ' if count > 1 else ''}the {count} of {shipped} seeds that "
+                        "learned)")
             return f"{100 * value:+.1f}" + (f" (median of {count} seeds)" if count > 1 else "")
 
         (small, _), (large, _), (fixed, _) = (gain(name) for name in AKORN_DIMENSION)
@@ -1106,12 +1110,14 @@ def claim_akorn_dimension(context: Context) -> Claim:
             learned = {name: {k: r for k, r in runs.items() if _learned(r)} for name, runs in shipped.items()}
             dropped = [k.removeprefix("zoo/") for name in shipped for k in shipped[name] if k not in learned[name]]
             effect, seeds = None, "one per variant (the seed spread is not in the interval)"
+            if dropped:
+                seeds = f"one per variant (the seed spread is not in the interval; {', '.join(dropped)}: did not learn)"
             if min(len(runs) for runs in learned.values()) >= 2:
                 effect = seed_difference([gain(r)[0] for r in learned[first].values()],
                                          [gain(r)[0] for r in learned[second].values()],
                                          what=f"gain {first} - {second}, over seeds")
                 seeds = f"{len(learned[first])} / {len(learned[second])} training seeds"
-                if dropped:
+                if dropped:  # the seeds that never completed a board, named beside the count
                     seeds += f" ({', '.join(dropped)}: did not learn, left out)"
             elif p.get(first) is not None and p.get(second) is not None:
                 effect = summary_difference(gain(p[first]), gain(p[second]), what=f"gain {first} - {second}")

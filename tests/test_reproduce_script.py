@@ -515,5 +515,9 @@ def test_akorn_seeds_that_did_not_learn_are_named_and_left_out(tmp_path):
     assert "| 3 (2) | +10.0 / +8.0 / +0.0 (did not learn) | +9.0 [+8.5, +9.5] | +9.0 +/- 1.4 | -0.100 |" in n4_row
     assert "| akorn-n32 | 1 (1) | +2.0 | +2.0 [+2.0, +2.0] | +2.0 | -0.200 |" in table
     # the words give medians over the learned seeds where there are repeats
-    assert "N=4 +9.0 (median of 2 seeds)" in claim.why and "N=32 +2.0," in claim.why
+    assert "N=4 +9.0 (median of the 2 of 3 seeds that learned)" in claim.why and "N=32 +2.0," in claim.why
+    assert "N=4 with the oscillator RMSNorm +20.5 (median of 2 seeds)" in claim.why
+    # N = 32 has one seed: that part stays on seed 0's puzzles, and still names the N = 4 seed that did not learn
+    assert claim.evidence[0].seeds == ("one per variant (the seed spread is not in the interval; akorn-n4-seed2: "
+                                       "did not learn)")
     assert "Seeds per variant: akorn-n4 3, akorn-n32 1, akorn-oscillator-norm 2." in claim.why
