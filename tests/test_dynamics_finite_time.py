@@ -145,3 +145,17 @@ def test_bad_loops_and_k_are_refused():
         jacobiscope.finite_time_exponents(lambda x: 0.5 * x, x0, loops=0)
     with pytest.raises(ArgumentError, match="k=4 tangent vectors cannot exceed"):
         jacobiscope.finite_time_exponents(lambda x: 0.5 * x, x0, k=4)
+
+
+def test_a_map_that_annihilates_every_tangent_has_exponent_minus_infinity_at_every_start():
+    # x -> 0.3 (constant): every start's exponent is -inf exactly, with no spread (-inf - -inf is not NaN here);
+    # x -> diag(0.5, 0) x: the top exponent log 0.5 at every start after one loop, the second -inf
+    constant = jacobiscope.finite_time_exponents(lambda x: 0.0 * x + 0.3, torch.ones(4, dtype=torch.float64),
+                                                 loops=6, starts=5, k=2)
+    assert constant.exponents.tolist() == [[-math.inf, -math.inf]] * 5
+    assert constant.std.tolist() == [0.0, 0.0] and constant.spread.tolist() == [0.0, 0.0]
+    A = torch.diag(torch.tensor([0.5, 0.0], dtype=torch.float64))
+    projecting = jacobiscope.finite_time_exponents(lambda x: A @ x, torch.ones(2, dtype=torch.float64), loops=40,
+                                                   starts=4, k=2, transient=1)
+    assert projecting.exponents[:, 0].tolist() == pytest.approx([math.log(0.5)] * 4, abs=1e-12)
+    assert projecting.exponents[:, 1].tolist() == [-math.inf] * 4 and projecting.std[1] == 0

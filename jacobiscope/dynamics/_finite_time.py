@@ -14,6 +14,8 @@ Example::
 """
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, field
 
 import torch
@@ -65,8 +67,9 @@ class FiniteTimeExponents:
 
     @property
     def spread(self) -> torch.Tensor:
-        """``maximum - minimum`` over the starts, ``[*batch, k]``."""
-        return self.maximum - self.minimum
+        """``maximum - minimum`` over the starts, ``[*batch, k]`` (0 where every start is at -inf)."""
+        spread = self.maximum - self.minimum
+        return torch.where(self.maximum == -math.inf, torch.zeros_like(spread), spread)
 
     def __repr__(self) -> str:
         top = self.mean.reshape(-1, self.mean.shape[-1])[0, 0]
@@ -183,8 +186,11 @@ def _assemble(results, batched, frames, loops, transient, k) -> FiniteTimeExpone
         history = torch.stack([r.history for r in results], dim=1)
         nonfinite = torch.stack([r.nonfinite_step for r in results])
     meta = dict(results[0].meta, starts=frames.shape[0], batched=batched)
+    std = exponents.std(0, unbiased=True)
+    # every start at -inf (an annihilated tangent: exact): no spread, where -inf - -inf would make it NaN
+    std = torch.where((exponents == -math.inf).all(0), torch.zeros_like(std), std)
     return FiniteTimeExponents(
-        exponents=exponents, history=history, mean=exponents.mean(0), std=exponents.std(0, unbiased=True),
+        exponents=exponents, history=history, mean=exponents.mean(0), std=std,
         minimum=exponents.min(0).values, maximum=exponents.max(0).values, start_frames=frames,
         nonfinite_step=nonfinite, loops=loops, transient=transient, batched=batched, meta=meta,
     )
