@@ -769,12 +769,24 @@ def _variant_claim(context, key, title, paper, names, rule, decide, optional=(),
         rows += extra_table()
     verdict = combine(evidence_parts)
     why = why.rstrip(".") + ". Per part: " + "; ".join(f"{p.part}: {p.verdict}" for p in evidence_parts if p.counted)
-    why += "."
+    why += "." + _sensitivity_words(evidence_parts)
     # seed repeats join their variant's colour in the right panel (through _seed_runs), not as variants of their own
     shipped = {name: results for name, results in present.items() if results is not None and "-seed" not in name}
     return Claim(key, title, paper, rule, "\n".join(rows), verdict, why + _seed_note(context, [*names, *optional]),
                  _figure(context, key.replace("-", "_"), lambda axes: _draw_variants(context, shipped, axes)),
                  evidence=evidence_parts)
+
+
+def _sensitivity_words(parts) -> str:
+    """" Sensitivity (not counted): <part>: <word> (<measure>, <window>), ..." for the uncounted rows, by part."""
+    by_part: dict = {}
+    for p in parts:
+        if not p.counted:
+            by_part.setdefault(p.part, []).append(f"{p.verdict} ({p.inputs.split(',')[0]}, {p.window})")
+    if not by_part:
+        return ""
+    return " Sensitivity (not counted): " + "; ".join(f"{part}: {', '.join(words)}"
+                                                      for part, words in by_part.items()) + "."
 
 
 def _draw_variants(context: Context, shipped: dict, axes) -> None:
@@ -1068,6 +1080,38 @@ def _akorn_seed_table(context: Context) -> list[str]:
     return rows
 
 
+def _akorn_part(context: Context, p: dict, label: str, first: str, second: str, claimed: str, chosen, high: int,
+                *, counted: bool):
+    """One AKOrN part: ``first``'s T = 16 -> ``high`` gain against ``second``'s in the measure ``chosen``
+    (``(split, measure, words)``) — over the training seeds that learned once both sides have two or more (the seed
+    spread is then in the interval); until then seed 0 of each, Welch over the puzzles."""
+    split, measure, words = chosen
+    rows = 1000 if split == "id" else 2000
+
+    def gain(results):  # (gain, a conservative per-puzzle s.d. of it, puzzles): no per-puzzle pairing kept
+        low, top = (accuracy(results, split, t, measure) or 0.0 for t in (16, high))
+        return top - low, math.sqrt(low * (1 - low) + top * (1 - top)), rows
+
+    shipped = {name: _seed_runs(context, name) for name in (first, second)}
+    learned = {name: {k: r for k, r in runs.items() if _learned(r)} for name, runs in shipped.items()}
+    dropped = [k.removeprefix("zoo/") for name in shipped for k in shipped[name] if k not in learned[name]]
+    effect, seeds = None, "one per variant (the seed spread is not in the interval)"
+    if dropped:
+        seeds = f"one per variant (the seed spread is not in the interval; {', '.join(dropped)}: did not learn)"
+    if min(len(runs) for runs in learned.values()) >= 2:
+        effect = seed_difference([gain(r)[0] for r in learned[first].values()],
+                                 [gain(r)[0] for r in learned[second].values()],
+                                 what=f"gain {first} - {second}, over seeds")
+        seeds = f"{len(learned[first])} / {len(learned[second])} training seeds"
+        if dropped:  # the seeds that never completed a board, named beside the count
+            seeds += f" ({', '.join(dropped)}: did not learn, left out)"
+    elif p.get(first) is not None and p.get(second) is not None:
+        effect = summary_difference(gain(p[first]), gain(p[second]), what=f"gain {first} - {second}")
+    missing = (f"{first if p.get(first) is None else second} not trained yet (in the zoo's queue)")
+    return evidence(label, effect, claimed, window=f"T = 16 -> {high}", seeds=seeds,
+                    inputs=f"{words}, {rows} puzzles", scale=100, unit=" points", missing=missing, counted=counted)
+
+
 def claim_akorn_dimension(context: Context) -> Claim:
     def decide(p):
         split, measure, words = _akorn_gain_measure(context)
@@ -1096,39 +1140,20 @@ def claim_akorn_dimension(context: Context) -> Claim:
                          f"N=4 with the oscillator RMSNorm {said('akorn-oscillator-norm')}{also} points{fallback}.")
 
     def parts(p):
-        split, measure, words = _akorn_gain_measure(context)
-        rows = 1000 if split == "id" else 2000
-
-        def gain(results):  # (gain, a conservative per-puzzle s.d. of it, puzzles): no per-puzzle pairing kept
-            low, high = (accuracy(results, split, t, measure) or 0.0 for t in (16, 128))
-            return high - low, math.sqrt(low * (1 - low) + high * (1 - high)), rows
-
-        def part(label, first, second, claimed, missing=""):
-            # Over the training seeds that learned once both sides have two or more (the seed spread is then in the
-            # interval); until then seed 0 of each, Welch over the puzzles.
-            shipped = {name: _seed_runs(context, name) for name in (first, second)}
-            learned = {name: {k: r for k, r in runs.items() if _learned(r)} for name, runs in shipped.items()}
-            dropped = [k.removeprefix("zoo/") for name in shipped for k in shipped[name] if k not in learned[name]]
-            effect, seeds = None, "one per variant (the seed spread is not in the interval)"
-            if dropped:
-                seeds = f"one per variant (the seed spread is not in the interval; {', '.join(dropped)}: did not learn)"
-            if min(len(runs) for runs in learned.values()) >= 2:
-                effect = seed_difference([gain(r)[0] for r in learned[first].values()],
-                                         [gain(r)[0] for r in learned[second].values()],
-                                         what=f"gain {first} - {second}, over seeds")
-                seeds = f"{len(learned[first])} / {len(learned[second])} training seeds"
-                if dropped:  # the seeds that never completed a board, named beside the count
-                    seeds += f" ({', '.join(dropped)}: did not learn, left out)"
-            elif p.get(first) is not None and p.get(second) is not None:
-                effect = summary_difference(gain(p[first]), gain(p[second]), what=f"gain {first} - {second}")
-            return evidence(label, effect, claimed, window="T = 16 -> 128", seeds=seeds,
-                            inputs=f"{words}, {rows} puzzles", scale=100, unit=" points", missing=missing)
-
+        chosen = _akorn_gain_measure(context)
         p = {**p, AKORN_LARGE_NORM: context.checkpoints.get(f"zoo/{AKORN_LARGE_NORM}")}
-        return [part("N = 32 gains less from loops than N = 4", "akorn-n32", "akorn-n4", "less"),
-                part("the oscillator RMSNorm adds gain at N = 4", "akorn-oscillator-norm", "akorn-n4", "greater"),
-                part("the oscillator RMSNorm restores the gain at large N (N = 32)", AKORN_LARGE_NORM,
-                     "akorn-n32", "greater", missing=f"{AKORN_LARGE_NORM} not trained yet (in the zoo's queue)")]
+        labels = (("N = 32 gains less from loops than N = 4", "akorn-n32", "akorn-n4", "less"),
+                  ("the oscillator RMSNorm adds gain at N = 4", "akorn-oscillator-norm", "akorn-n4", "greater"),
+                  ("the oscillator RMSNorm restores the gain at large N (N = 32)", AKORN_LARGE_NORM, "akorn-n32",
+                   "greater"))
+        counted = [_akorn_part(context, p, *label, chosen, 128, counted=True) for label in labels]
+        # Sensitivity, not counted: the same parts in the other accuracy measures, and over T = 16 -> 64 (before
+        # the large-T fall some variants show) in the chosen one.
+        others = [m for m in GAIN_MEASURES if m != chosen]
+        sensitivity = [_akorn_part(context, p, *label, measure, 128, counted=False)
+                       for label in labels for measure in others]
+        sensitivity += [_akorn_part(context, p, *label, chosen, 64, counted=False) for label in labels]
+        return counted + sensitivity
 
     return _variant_claim(context, "akorn-dimension", "AKOrN with large N loses test-time scaling; RMSNorm restores it",
                           "Sec. 7: large oscillator dimension N removes the gain from more loops; the oscillator-wise "
@@ -1141,7 +1166,10 @@ def claim_akorn_dimension(context: Context) -> Claim:
                           "over the puzzles (each gain's s.d. bounded from its two accuracies; the seed spread is not "
                           "in them). Gains are in OOD board accuracy; when no run of these variants reaches 2% of OOD "
                           "boards, in ID board accuracy; when none reaches 2% of those either, in OOD blank-cell "
-                          "accuracy. The seed repeats and the large-N norm variant were trained through the recipe's "
+                          "accuracy. Below the counted parts, uncounted rows give each part in the other two measures and over "
+                          "T = 16 -> 64: a gain difference can come from either end (a variant that starts lower has "
+                          "less to lose), so read them with the table's T = 16 and T = 128 columns. The seed repeats "
+                          "and the large-N norm variant were trained through the recipe's "
                           "compile_loop (torch.compile of the same loop: the same math, rounding aside — over "
                           "thousands of steps a rounding difference moves a run as a seed does), seed 0 of the others "
                           "eagerly.", decide,

@@ -92,7 +92,7 @@ def test_akorn_dimension_verdict_compares_test_time_gains(tmp_path):
     zoo = {"zoo/akorn-n4": n4, "zoo/akorn-n32": n32_loses, "zoo/akorn-oscillator-norm": norm_restores}
     claim = claims.claim_akorn_dimension(_context(claims, zoo, tmp_path))
     # the large-N half (N = 32 with the norm) is not trained: two parts reproduced, one not testable
-    assert [p.verdict for p in claim.evidence] == ["reproduced", "reproduced", "not testable here"]
+    assert [p.verdict for p in claim.evidence if p.counted] == ["reproduced", "reproduced", "not testable here"]
     assert claim.verdict == "partly" and "+10.0" in claim.why and "+2.0" in claim.why
     # the N = 32 gain against N = 4: -8 points, each gain's s.d. from its two accuracies over 2,000 puzzles
     sd4, sd32 = math.sqrt(0.1 * 0.9 + 0.2 * 0.8), math.sqrt(0.1 * 0.9 + 0.12 * 0.88)
@@ -521,3 +521,28 @@ def test_akorn_seeds_that_did_not_learn_are_named_and_left_out(tmp_path):
     assert claim.evidence[0].seeds == ("one per variant (the seed spread is not in the interval; akorn-n4-seed2: "
                                        "did not learn)")
     assert "Seeds per variant: akorn-n4 3, akorn-n32 1, akorn-oscillator-norm 2." in claim.why
+
+
+def test_akorn_parts_show_their_sensitivity_to_the_measure_and_the_window_uncounted(tmp_path):
+    claims = _load("reproduction_claims")
+    flat_ood = {16: 0.01, 64: 0.01, 128: 0.01}
+    # the real pattern: N = 4 variants gain OOD, both N = 32 variants solve no RRN board but fall on SATNet test
+    # at T = 128, the one with the norm less (ID 0.6 -> 0.3 against 0.6 -> 0.05)
+    zoo = {"zoo/akorn-n4": _card({16: 0.01, 64: 0.03, 128: 0.04}, -0.1, {16: 0.5, 64: 0.7, 128: 0.7}),
+           "zoo/akorn-oscillator-norm": _card({16: 0.02, 64: 0.08, 128: 0.09}, -0.1, {16: 0.9, 64: 0.99, 128: 0.99}),
+           "zoo/akorn-n32": _card(flat_ood, -0.03, {16: 0.6, 64: 0.4, 128: 0.05}),
+           "zoo/akorn-n32-oscillator-norm": _card(flat_ood, -0.04, {16: 0.6, 64: 0.5, 128: 0.3})}
+    claim = claims.claim_akorn_dimension(_context(claims, zoo, tmp_path))
+    counted = [p for p in claim.evidence if p.counted]
+    extra = [p for p in claim.evidence if not p.counted]
+    assert [p.inputs.split(",")[0] for p in counted] == ["OOD board accuracy"] * 3
+    assert counted[2].verdict == "inconclusive at this budget"        # no OOD gain on either side to restore
+    # 3 parts x (the 2 other measures + T = 16 -> 64): nine rows that do not move the verdict
+    assert len(extra) == 9 and claim.verdict == claims.combine(counted)
+    id_row = next(p for p in extra if p.part == counted[2].part and p.inputs.startswith("ID board accuracy"))
+    # ID: the norm variant falls 30 points, N = 32 without it 55: +25 points, beyond its interval
+    assert id_row.verdict == "reproduced" and "+25 [" in id_row.effect and id_row.window == "T = 16 -> 128"
+    assert sorted(p.window for p in extra).count("T = 16 -> 64") == 3
+    assert "Sensitivity (not counted): N = 32 gains less from loops than N = 4: " in claim.why
+    assert ("; the oscillator RMSNorm restores the gain at large N (N = 32): reproduced (ID board accuracy, "
+            "T = 16 -> 128), ") in claim.why
