@@ -45,6 +45,7 @@ class Context:
     figures: Path
     checkpoints: dict  # name -> results.json dict, for every trained checkpoint in hub_configs/ (zoo included)
     document: Path = ROOT  # the folder of the markdown file: figure links are relative to it
+    windows: dict = field(default_factory=dict)  # checkpoint -> _windowed_exponents, shared by the claims
 
     def sizes(self, full, quick):
         return quick if self.quick else full
@@ -450,6 +451,21 @@ def _windowed_exponents(name: str, loops: int, puzzles: int = 16) -> dict:
     return _window_exponents(model.loop_map(sudoku.to_tensor(list(test["puzzle"]))), loops)
 
 
+def _checkpoint_windows(context: Context, name: str) -> dict:
+    """`_windowed_exponents` of a shipped checkpoint at its card's T, computed once per run of reproduce.py (the
+    criticality claim and the energy claim's late window read the same numbers)."""
+    if name not in context.windows:
+        context.windows[name] = _windowed_exponents(name, int(context.checkpoints[name]["dynamics_id"]["loops"]))
+    return context.windows[name]
+
+
+def _windows_available(context: Context, name: str) -> bool:
+    """Whether `_checkpoint_windows` can be had for ``name``: measured already, or a shipped folder whose card says
+    its T."""
+    return name in context.windows or ("loops" in context.checkpoints[name].get("dynamics_id", {})
+                                       and (ROOT / "hub_configs" / name).is_dir())
+
+
 def _window_exponents(looped, loops: int) -> dict:
     """``{"early": [...], "late": [...]}``: per input, the loop's max Lyapunov exponent (float64) over loops 1..T and
     2T+1..4T (T = ``loops``), both from one 4T-loop run: the late one is the difference of the running sums."""
@@ -495,8 +511,7 @@ def claim_criticality(context: Context) -> Claim:
                      evidence=[missing])
     best = max(points, key=lambda p: p[3])
     measured_names = [p[0] for p in points] if not context.quick else [best[0]]
-    windows = {name: _windowed_exponents(name, int(context.checkpoints[name]["dynamics_id"]["loops"]))
-               for name in measured_names}
+    windows = {name: _checkpoint_windows(context, name) for name in measured_names}
     rows = ["| checkpoint | max LE, card (1..T) mean +/- s.d. | re-measured 1..T, median [IQR] | 2T+1..4T, median "
             "[IQR] | best OOD (RRN) | at T |", "|---|---|---|---|---|---|"]
     for n, m, sd, o, t in points:
@@ -868,7 +883,7 @@ def claim_energy_constrained(context: Context) -> Claim:
                                       inputs="16 ID puzzles (LE); RRN rows 0-1999 (OOD)",
                                       missing=why if not learned or not base_runs
                                       else "fewer than 2 seeds that learned on a side"))
-        return parts
+        return parts + _energy_sensitivity(context)
 
     return _variant_claim(context, "energy-constrained", "Energy-constrained self-attention contracts and does worse",
                           "Sec. 6: SA constrained to admit an energy (E-single, E-multi) has more negative exponents "
@@ -979,12 +994,14 @@ def claim_regularizers(context: Context) -> Claim:
                                "at this budget, not a property") if not e_multi_learned
                       else "fewer than 2 seeds on a side")]
     parts.append(_trained_energy_hurts(context, window, inputs))
+    parts += _at_fixed_loops(context, "itrsa-spec", "itrsa-base", "greater", parts[0].part, learned_only=False)
+    parts += _at_fixed_loops(context, TRAINED_ENERGY, TRAINED_ENERGY_BASE, "less", parts[2].part, learned_only=True)
     verdict = combine(parts)
     means = {name: statistics.fmean(values) for name, values in seeds.items()}
     counts = ", ".join(f"{name} {len(values)}" for name, values in seeds.items())
     why = (f"best OOD, mean over seeds ({counts}): base {percent(means['itrsa-base'])}, Spec "
            f"{percent(means['itrsa-spec'])}, E-multi {percent(means['itrsa-e-multi'])}. Per part: "
-           + "; ".join(f"{p.part}: {p.verdict}" for p in parts) + ".")
+           + "; ".join(f"{p.part}: {p.verdict}" for p in parts if p.counted) + "." + _sensitivity_words(parts))
     base_best = next((p[1] for p in sweep if p[0] == 0.0), None)
     weighted = [p for p in sweep if p[0] > 0]
     if base_best is not None and weighted:
@@ -1011,6 +1028,53 @@ def claim_regularizers(context: Context) -> Claim:
 
     return Claim("regularizers", title, paper, method, table, verdict, why, _figure(context, "regularizers", draw),
                  {"seeds": seeds, "sweep": sweep}, parts)
+
+
+def _learned_seed_runs(context: Context, name: str) -> list:
+    return [r for r in _seed_runs(context, name).values() if _learned(r)]
+
+
+def _energy_sensitivity(context: Context) -> list:
+    """Uncounted rows for the energy pair that trains (e_multi and its twin, the seeds that learned): the max
+    exponent over the late window 2T+1..4T (re-measured, float64) and the OOD accuracy at T = 16 and 128 alone."""
+    first, second = TRAINED_ENERGY, TRAINED_ENERGY_BASE
+    learned = {name: [key for key, r in _seed_runs(context, name).items() if _learned(r)] for name in (first, second)}
+    if min(len(keys) for keys in learned.values()) < 2:
+        return []
+    seeds = f"{len(learned[first])} / {len(learned[second])} (E-multi / twin, the seeds that learned)"
+    rows = []
+    if all(_windows_available(context, key) for keys in learned.values() for key in keys):
+        late = {name: [statistics.fmean(_checkpoint_windows(context, key)["late"]) for key in keys]
+                for name, keys in learned.items()}
+        rows.append(evidence(f"{first} contracts more than {second} (max LE)",
+                             seed_difference(late[first], late[second], what=f"{first} - {second}"), "less",
+                             window="loops 2T+1..4T (re-measured, float64)", seeds=seeds,
+                             inputs="16 ID puzzles per seed", counted=False))
+    for t in (16, 128):
+        values = {name: [accuracy(context.checkpoints[key], "ood", t) or 0.0 for key in keys]
+                  for name, keys in learned.items()}
+        rows.append(evidence(f"{first} does worse OOD than {second}",
+                             seed_difference(values[first], values[second], what=f"OOD at T={t}, {first} - {second}"),
+                             "less", window=f"T = {t}", seeds=seeds, inputs="RRN rows 0-1999", scale=100,
+                             unit=" points", counted=False))
+    return rows
+
+
+def _at_fixed_loops(context: Context, first: str, second: str, claimed: str, part: str, *, learned_only: bool):
+    """Uncounted rows: ``part`` with the OOD board accuracy at T = 16 (the trained depth) and at T = 128 instead of
+    the best over T, over the seeds (the seeds that learned when ``learned_only``)."""
+    pick = _learned_seed_runs if learned_only else (lambda c, n: list(_seed_runs(c, n).values()))
+    runs = {name: pick(context, name) for name in (first, second)}
+    if min(len(r) for r in runs.values()) < 2:
+        return []
+    rows = []
+    for t in (16, 128):
+        values = {name: [accuracy(r, "ood", t) or 0.0 for r in found] for name, found in runs.items()}
+        rows.append(evidence(part, seed_difference(values[first], values[second],
+                                                   what=f"OOD at T={t}, {first} - {second}"), claimed,
+                             window=f"T = {t}", seeds=f"{len(runs[first])} / {len(runs[second])}",
+                             inputs="RRN rows 0-1999", scale=100, unit=" points", counted=False))
+    return rows
 
 
 def _trained_energy_hurts(context: Context, window: str, inputs: str) -> Evidence:
@@ -1227,9 +1291,19 @@ def claim_itrsa_scaling(context: Context) -> Claim:
                       "greater", window="T = 16 -> 128", seeds=f"{len(lows)} checkpoints (seed repeats included)",
                       inputs="RRN rows named by each card", scale=100, unit=" points",
                       missing="fewer than 2 ItrSA checkpoints that solve OOD boards")]
+    if len(lows) >= 2:  # the window's sensitivity, not counted: up to T = 64, and from the T = 32 the loops reach
+        for low_at, high_at in ((0, 2), (1, 3)):
+            low_t, high_t = (16, 32, 64, 128)[low_at], (16, 32, 64, 128)[high_at]
+            parts.append(evidence(f"OOD board accuracy is higher at T = {high_t} than at T = {low_t}",
+                                  paired_difference([c[high_at] or 0.0 for c in curves.values()],
+                                                    [c[low_at] or 0.0 for c in curves.values()],
+                                                    what=f"accuracy T={high_t} - T={low_t}"),
+                                  "greater", window=f"T = {low_t} -> {high_t}",
+                                  seeds=f"{len(lows)} checkpoints (seed repeats included)",
+                                  inputs="RRN rows named by each card", scale=100, unit=" points", counted=False))
     verdict = combine(parts)
     why = (f"{sum(monotone)} of {len(monotone)} ItrSA checkpoints non-decreasing from T=16 to 128; OOD gains "
-           f"{', '.join(f'{100 * g:+.1f}' for g in gains)} points.")
+           f"{', '.join(f'{100 * g:+.1f}' for g in gains)} points." + _sensitivity_words(parts))
 
     def draw(axes):
         for name, even in curves.items():

@@ -70,6 +70,10 @@ def test_quick_run_writes_every_selected_claim_with_a_verdict_and_figure(tmp_pat
         assert "| zoo/itrsa-no-norm | norm=none: not the paper's (normalized) ItrSA, left out" in claims[1].table
 
 
+def stats_module():
+    return _load("reproduction_stats")
+
+
 def _card(ood: dict, lyapunov: float, id_accuracy=0.9, ood_cells=None) -> dict:
     """A results.json shaped like a shipped card: board (and blank-cell) accuracy per loop count, the max exponent."""
     def split(values, cells=None):
@@ -158,6 +162,13 @@ def test_regularizer_verdict_tests_best_ood_over_seed_repeats(tmp_path):
     claim = claims.claim_regularizers(_context(claims, zoo, tmp_path))
     assert claim.evidence[0].verdict == "reproduced" and "itrsa-spec 4" in claim.why    # 4 vs 4: exact p = 2/70
     assert claim.verdict == "partly"  # E-multi's half is not testable
+    # uncounted: Spec against the base at T = 16 and at T = 128 alone, over the same seeds
+    spec_rows = [p for p in claim.evidence if not p.counted]
+    assert [p.window for p in spec_rows] == ["T = 16", "T = 128"]
+    at_128 = stats_module().seed_difference([0.30, 0.31, 0.32, 0.33], [0.10, 0.11, 0.12, 0.13])
+    assert f"{100 * at_128.estimate:+.3g} [" in spec_rows[1].effect and spec_rows[1].verdict == "reproduced"
+    assert spec_rows[0].verdict == "inconclusive at this budget"   # 0.05 / 0 / 0 / 0 against 0 / 0 / 0 / 0
+    assert "Sensitivity (not counted): Spec (1e-3) helps" in claim.why
     # E-multi under the recipe under which it trains, against its twin: 3 seeds a side, every one below
     for suffix, (energy, twin) in zip(("", "-seed1", "-seed2"), ((0.05, 0.20), (0.06, 0.22), (0.04, 0.21))):
         zoo[f"zoo/{claims.TRAINED_ENERGY}{suffix}"] = _card({16: 0.0, 128: energy}, -0.3)
@@ -183,6 +194,10 @@ def test_itrsa_scaling_leaves_out_checkpoints_below_the_signal_floor(tmp_path):
         zoo[f"zoo/itrsa-more{index}"] = _card({t: v + index / 100 for t, v in curve.items()}, -0.1)
     claim = claims.claim_itrsa_scaling(_context(claims, zoo, tmp_path))
     assert claim.verdict == "reproduced" and "p = 0.0312" in claim.evidence[0].effect  # 6 of 6 rise: 2 / 64
+    # the window's sensitivity, uncounted: T = 16 -> 64 (+7 points each) and T = 32 -> 128 (+5, but 0 -> 3 for late)
+    windows = [(p.window, p.counted) for p in claim.evidence]
+    assert windows == [("T = 16 -> 128", True), ("T = 16 -> 64", False), ("T = 32 -> 128", False)]
+    assert "+6.33 [" in claim.evidence[1].effect and claim.evidence[1].verdict == "reproduced"
     # rising at even T, nothing at odd T (a period-2 orbit): the cards' rule sees the odd loop counts too
     zoo["zoo/itrsa-orbit"] = _card({t: (0.0 if t % 2 else value) for t, value in curve.items()}, -0.1)
     claim = claims.claim_itrsa_scaling(_context(claims, zoo, tmp_path))
@@ -281,7 +296,7 @@ def test_the_energy_recipe_that_trains_is_tested_against_its_own_unconstrained_t
            f"zoo/{claims.TRAINED_ENERGY_BASE}": _card({16: 0.20, 128: 0.30}, -0.10),
            f"zoo/{claims.TRAINED_ENERGY}": _card({16: 0.05, 128: 0.08}, -0.20)}
     def pair(claim):
-        return [p for p in claim.evidence if p.part.startswith(claims.TRAINED_ENERGY + " ")]
+        return [p for p in claim.evidence if p.part.startswith(claims.TRAINED_ENERGY + " ") and p.counted]
     parts = pair(claims.claim_energy_constrained(_context(claims, zoo, tmp_path)))
     assert len(parts) == 2 and all(claims.TRAINED_ENERGY_BASE in p.part for p in parts)
     assert [p.verdict for p in parts] == ["not testable here"] * 2
@@ -299,6 +314,22 @@ def test_the_energy_recipe_that_trains_is_tested_against_its_own_unconstrained_t
     difference = statistics.fmean([0.08, 0.09, 0.10, 0.11]) - statistics.fmean([0.30, 0.31, 0.32, 0.33])
     assert worse.effect.split(": ", 1)[1].startswith(f"{difference:+.3g} [") and "n = 4 / 4" in worse.effect
     assert f"| {claims.TRAINED_ENERGY}-seed2 |" in claim.table
+    # uncounted: OOD at T = 16 and at T = 128 alone (no late-window row: stand-in cards have no checkpoint to run)
+    extra = [p for p in claim.evidence if not p.counted]
+    assert [p.window for p in extra] == ["T = 16", "T = 128"] and claim.verdict == claims.combine(
+        [p for p in claim.evidence if p.counted])
+    at_16 = stats_module().seed_difference([0.05, 0.06, 0.07, 0.08], [0.20, 0.21, 0.22, 0.23])
+    assert f"{100 * at_16.estimate:+.3g} [" in extra[0].effect and extra[0].verdict == "reproduced"
+    # with the late window measured (here given), its row joins: the seeds' mean exponents over 2T+1..4T
+    context = _context(claims, zoo, tmp_path)
+    late = {f"zoo/{claims.TRAINED_ENERGY}": -0.01, f"zoo/{claims.TRAINED_ENERGY_BASE}": -0.05}
+    for seed in (1, 2, 3):
+        late[f"zoo/{claims.TRAINED_ENERGY}-seed{seed}"] = -0.01 - 0.001 * seed
+        late[f"zoo/{claims.TRAINED_ENERGY_BASE}-seed{seed}"] = -0.05 - 0.001 * seed
+    context.windows.update({key: {"early": [value], "late": [value, value]} for key, value in late.items()})
+    row = next(p for p in claims.claim_energy_constrained(context).evidence if "2T+1" in p.window)
+    reference = stats_module().seed_difference([-0.01, -0.011, -0.012, -0.013], [-0.05, -0.051, -0.052, -0.053])
+    assert not row.counted and f"{reference.estimate:+.3g} [" in row.effect and row.verdict == "refuted"
 
 
 def test_trained_head_variants_compare_the_heads_that_learned_by_welchs_test():
