@@ -731,12 +731,19 @@ def claim_power_iteration(context: Context) -> Claim:
                               paired_difference(overlaps, [3 * along.chance] * count, what="overlap - 3x chance")
                               if count > 1 else None, "greater", window=f"x_T, T = {loops}",
                               seeds="one (the shipped solver)", inputs=inputs))
+        for early in sorted({loops // 4, loops // 2} - {0}):  # the window's sensitivity: fewer loops, not counted
+            at = split.total[early].double().reshape(count, -1).mean(1).tolist()
+            tested.append(evidence(f"{name}: the pseudo-energy is lower at x_T than at x_0",
+                                   paired_difference(at, first, what=f"energy x_{early} - x_0") if count > 1 else None,
+                                   "less", window=f"loops 0-{early}", seeds="one (the shipped solver)",
+                                   inputs=inputs, counted=False))
     verdict = combine(tested)
     why = ("the mean energy falls at " + ", ".join(f"{100 * share:.0f}% ({name})" for name, share in falls_at.items())
            + " of loop steps (power iteration: at every step); the state ends at or above 3x chance overlap with the "
            "top symmetric eigenvector (mean over puzzles) for " + (", ".join(n for n, ok in overlap_ok.items() if ok)
                                                                      or "none of the solvers")
-           + "; per part: " + "; ".join(f"{part.part}: {part.verdict}" for part in tested) + ".")
+           + "; per part: " + "; ".join(f"{part.part}: {part.verdict}" for part in tested if part.counted) + "."
+           + _sensitivity_words(tested))
 
     def draw(axes):
         for name, (energy, overlap, chance) in curves.items():

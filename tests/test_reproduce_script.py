@@ -577,3 +577,23 @@ def test_akorn_parts_show_their_sensitivity_to_the_measure_and_the_window_uncoun
     assert "Sensitivity (not counted): N = 32 gains less from loops than N = 4: " in claim.why
     assert ("; the oscillator RMSNorm restores the gain at large N (N = 32): reproduced (ID board accuracy, "
             "T = 16 -> 128), ") in claim.why
+
+
+def test_power_iteration_shows_the_energy_over_fewer_loops_uncounted(tmp_path):
+    """Quick size (3 loops, 2 puzzles): per solver, the energy part again over loops 0-1, uncounted, its effect the
+    paired difference of the solver's own per-puzzle energies at x_1 and x_0."""
+    import jacobiscope
+    from jacobiscope.dynamics import energy_split
+
+    claims, stats = _load("reproduction_claims"), _load("reproduction_stats")
+    context = _context(claims, claims.trained_checkpoints(), tmp_path)
+    claim = claims.claim_power_iteration(context)
+    extra = [p for p in claim.evidence if not p.counted]
+    assert [p.window for p in extra] == ["loops 0-1"] * len(extra) and len(extra) == len(claim.evidence) // 3
+    assert claim.verdict == claims.combine([p for p in claim.evidence if p.counted])
+    name, looped = next(iter(claims._solver_maps(context, 2).items()))
+    split = energy_split(looped.trajectory(looped.x0, 3), looped)
+    first, second = (split.total[i].double().reshape(2, -1).mean(1).tolist() for i in (0, 1))
+    reference = stats.paired_difference(second, first)
+    row = next(p for p in extra if p.part.startswith(f"{name}:"))
+    assert f"{reference.estimate:+.3g} [" in row.effect
