@@ -324,8 +324,12 @@ def test_warmup_ramp_and_option_checks(tmp_path):
     trainer.train()
     # step 0 has factor 0 (no penalty computed); step 1 logs the ramp
     assert trainer.state.log_history[1]["reg_weight_factor"] == 0.25
-    with pytest.raises(ArgumentError, match="energy_reg"):
+    with pytest.raises(ArgumentError, match=r"energy_reg must be None, 'e_single' or 'e_multi', got 'e_double' — "):
         SpectralRegTrainingArguments(output_dir=str(tmp_path), energy_reg="e_double", report_to=[])
+    with pytest.raises(ArgumentError, match=r"got 'emulti' \(did you mean 'e_multi'\?\) — pass one of them"):
+        SpectralRegTrainingArguments(output_dir=str(tmp_path), energy_reg="emulti", report_to=[])
+    with pytest.raises(ArgumentError, match=r"jacobian_reg_mode .* got 'atention' \(did you mean 'attention'\?\)"):
+        SpectralRegTrainingArguments(output_dir=str(tmp_path), jacobian_reg_mode="atention", report_to=[])
     with pytest.raises(ArgumentError, match="spec_reg_weight"):
         SpectralRegTrainingArguments(output_dir=str(tmp_path), spec_reg_weight=-1.0, report_to=[])
 

@@ -11,7 +11,7 @@ from torch import nn
 from ..errors import ArgumentError, StateError
 from ..linalg.operators import JacobianOperator, jvp
 from ..maps import LoopedMap, as_looped_map
-from .._validation import nonnegative_int, positive_int
+from .._validation import did_you_mean, nonnegative_int, positive_int
 from ._model_parts import _HALF
 
 __all__ = ["JacobianPenalty", "JacobianRegularizer", "jacobian_spectral_penalty"]
@@ -164,7 +164,8 @@ class JacobianRegularizer:
         if max_loops is not None and (isinstance(max_loops, bool) or not isinstance(max_loops, int) or max_loops < 0):
             raise ArgumentError(f"max_loops must be a non-negative int or None, got {max_loops!r}.")
         if mode not in ("block", "attention"):
-            raise ArgumentError(f"mode must be 'block' or 'attention', got {mode!r}.")
+            raise ArgumentError(f"mode must be 'block' or 'attention', got {mode!r}"
+                                f"{did_you_mean(mode, ('block', 'attention'))} — pass one of them.")
         self.target, self.one_sided, self.iterations = float(target), bool(one_sided), iterations
         self.samples, self.max_loops, self.layers, self.mode, self.eta = samples, max_loops, layers, mode, eta
         self.map_fn, self.seed = map_fn, int(seed)

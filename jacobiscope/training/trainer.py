@@ -20,7 +20,7 @@ from transformers import Trainer, TrainingArguments
 from ..errors import ArgumentError
 from ._resume_at_end import StopAtMaxStepsMixin
 from .regularizers import JacobianRegularizer, SpectralRegularizer, attention_weights, energy_penalty
-from .._validation import nonnegative_int, positive_int
+from .._validation import did_you_mean as _did_you_mean, nonnegative_int, positive_int
 
 __all__ = ["SpectralRegTrainingArguments", "SpectralRegMixin", "SpectralRegTrainer", "SPECTRAL_STATE_NAME"]
 
@@ -137,11 +137,13 @@ def validate_options(options) -> None:
             raise ArgumentError(f"jacobian_reg_max_loops={max_loops} is over the budget of {_MAX_JACOBIAN_LOOPS} loops "
                                 "run before each penalty — pass a smaller value, or None for the model's loops.")
     if options.energy_reg not in (None, "e_single", "e_multi"):
-        raise ArgumentError(f"energy_reg must be None, 'e_single' or 'e_multi', got {options.energy_reg!r}.")
+        raise ArgumentError(f"energy_reg must be None, 'e_single' or 'e_multi', got {options.energy_reg!r}"
+                            f"{_did_you_mean(options.energy_reg, ('e_single', 'e_multi'))} — pass one of them.")
     if options.energy_reg is not None and options.energy_reg_weight == 0:
         warnings.warn(f"energy_reg={options.energy_reg!r} with energy_reg_weight=0 does nothing.", UserWarning, stacklevel=3)
     if options.jacobian_reg_mode not in ("block", "attention"):
-        raise ArgumentError(f"jacobian_reg_mode must be 'block' or 'attention', got {options.jacobian_reg_mode!r}.")
+        raise ArgumentError(f"jacobian_reg_mode must be 'block' or 'attention', got {options.jacobian_reg_mode!r}"
+                            f"{_did_you_mean(options.jacobian_reg_mode, ('block', 'attention'))} — pass one of them.")
     for name in ("spec_reg_warmup_steps", "spec_reg_power_iterations", "jacobian_reg_iterations"):
         value = getattr(options, name)
         nonnegative_int(value, name)
