@@ -20,7 +20,8 @@ import warnings
 from .errors import ArgumentError
 
 __all__ = ["positive_int", "nonnegative_int", "optional_positive_int", "seed_int", "tolerance", "positive_number",
-           "floating_dtype", "BUDGETS", "budget", "within_budget", "clamped_count", "as_int", "did_you_mean"]
+           "floating_dtype", "BUDGETS", "budget", "within_budget", "clamped_count", "as_int", "did_you_mean",
+           "one_of"]
 
 #: The budgets of the sizes a user controls: a value beyond its budget is refused before any work starts (a typo such
 #: as ``loops=10**9`` would otherwise run for hours). Each can be raised for one process with the environment
@@ -220,3 +221,25 @@ def did_you_mean(value, known) -> str:
 
     close = difflib.get_close_matches(str(value), [str(name) for name in known], n=1, cutoff=0.6)
     return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def one_of(value, name: str, choices: tuple, error=ArgumentError):
+    """``value`` when it is one of ``choices`` (same type and value: ``1`` is not ``True``); else ``error`` naming
+    them, with the closest one for a misspelt str.
+
+    Example::
+
+        >>> from jacobiscope._validation import one_of
+        >>> one_of("qr", "method", ("qr", "two_trajectory"))
+        'qr'
+        >>> one_of("two-trajectory", "method", ("qr", "two_trajectory"))
+        Traceback (most recent call last):
+        ...
+        jacobiscope.errors.ArgumentError: method must be 'qr' or 'two_trajectory', got 'two-trajectory' (did you mean 'two_trajectory'?) — pass one of them.
+    """
+    if any(type(value) is type(choice) and value == choice for choice in choices):
+        return value
+    listing = ", ".join(map(repr, choices[:-1])) + f" or {choices[-1]!r}" if len(choices) > 1 else repr(choices[0])
+    shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+    hint = did_you_mean(value, [c for c in choices if isinstance(c, str)]) if isinstance(value, str) else ""
+    raise error(f"{name} must be {listing}, got {shown}{hint} — pass one of them.")

@@ -257,6 +257,11 @@ ARGUMENT_CASES = [
     pytest.param(lambda: jacobian(smooth, x3(), method="x"), "method must be 'rev' or 'fwd'", id="jacobian-method"),
     pytest.param(lambda: lyapunov_spectrum(smooth, x3(), method="x"), "method must be 'qr' or 'two_trajectory'",
                  id="lyapunov-method"),
+    pytest.param(lambda: lyapunov_spectrum(smooth, x3(), method="two-trajectory"),
+                 r"got 'two-trajectory' \(did you mean 'two_trajectory'\?\) — pass one of them",
+                 id="lyapunov-method-misspelt"),
+    pytest.param(lambda: spectral_norm(smooth, x3(), method=["power"]), r"method must be 'lanczos' or 'power', got "
+                 r"\['power'\] — pass one of them", id="spectral-method-list"),
     pytest.param(lambda: LoopedMap(smooth, batch_dims=-1), "batch_dims must be a non-negative int.*pass 0",
                  id="batch-dims-negative"),
     pytest.param(lambda: spectral_norm(smooth, x3(), batch_dims=True), "batch_dims must be a non-negative int, got True",

@@ -10,7 +10,7 @@ import torch
 from ..errors import ArgumentError, NonFiniteWarning
 from ..linalg.operators import check_map_at
 from ..maps import as_looped_map, require_precision
-from .._validation import (floating_dtype, nonnegative_int, optional_positive_int, positive_int, positive_number,
+from .._validation import (one_of, floating_dtype, nonnegative_int, optional_positive_int, positive_int, positive_number,
                            seed_int, within_budget)
 from ._dense_tangent import dense_pays, dense_qr_rows
 from ._tangent_policy import LoopRunner
@@ -174,8 +174,7 @@ def lyapunov_spectrum(
 def _checked_options(step, method, steps, k, transient, reorth_every, seed, perturbation, chunk_size, compile,
                      dtype) -> tuple:
     """The options of `lyapunov_spectrum`, each checked (and normalized: numpy ints to ints) before anything runs."""
-    if method not in ("qr", "two_trajectory"):
-        raise ArgumentError(f"method must be 'qr' or 'two_trajectory', got {method!r}.")
+    one_of(method, "method", ("qr", "two_trajectory"))
     steps = positive_int(steps, "steps")
     reorth_every = positive_int(reorth_every, "reorth_every")
     transient = nonnegative_int(transient, "transient")

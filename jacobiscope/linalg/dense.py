@@ -8,7 +8,7 @@ from torch.func import vmap
 
 from ..errors import ArgumentError, MemoryBudgetError
 from ..maps import as_looped_map
-from .._validation import positive_int
+from .._validation import one_of, positive_int
 from .operators import JacobianOperator, check_map_at, jacobian_matmat
 
 __all__ = ["jacobian", "DEFAULT_MAX_BYTES", "dense_bytes", "check_dense_budget"]
@@ -74,8 +74,7 @@ def jacobian(
 
     Row ``i`` / column ``j`` index the state flattened in C order per trajectory.
     """
-    if method not in ("rev", "fwd"):
-        raise ArgumentError(f"method must be 'rev' or 'fwd', got {method!r}.")
+    one_of(method, "method", ("rev", "fwd"))
     positive_int(chunk_size, "chunk_size")  # 0 would never advance; a negative one left torch.empty garbage
     check_max_bytes(max_bytes)
     looped_map = as_looped_map(step, batch_dims=batch_dims).detached()

@@ -8,7 +8,7 @@ import torch
 
 from ..errors import ArgumentError, ConvergenceWarning, NonFiniteWarning
 from ..maps import as_looped_map, require_precision
-from .._validation import nonnegative_int, seed_int, tolerance, within_budget
+from .._validation import one_of, nonnegative_int, seed_int, tolerance, within_budget
 from .dense import DEFAULT_MAX_BYTES, _dense, check_dense_budget, check_max_bytes
 from .operators import JacobianOperator, check_map_at
 
@@ -133,8 +133,7 @@ def _resolve_method(method: str, k: int | None, size: int, dense_limit: int) -> 
     if k is not None and k > size:
         raise ArgumentError(f"k={k} is larger than the state size D={size}; the Jacobian has only {size} eigenvalues "
                             f"— pass k<={size} (or k=None for all).")
-    if method not in ("auto", "dense", "arnoldi"):
-        raise ArgumentError(f"method must be 'auto', 'dense' or 'arnoldi', got {method!r}.")
+    one_of(method, "method", ("auto", "dense", "arnoldi"))
     if method == "auto":
         method = "dense" if (k is None or size <= dense_limit) else "arnoldi"
     if method == "arnoldi" and k is None:

@@ -8,7 +8,7 @@ import torch
 
 from ..errors import ArgumentError, ConvergenceWarning, NonFiniteWarning
 from ..maps import as_looped_map, require_precision
-from .._validation import positive_int, seed_int, tolerance, within_budget
+from .._validation import one_of, positive_int, seed_int, tolerance, within_budget
 from .operators import JacobianOperator, check_map_at
 
 __all__ = ["spectral_norm", "SpectralNormResult"]
@@ -80,8 +80,7 @@ def spectral_norm(
 
     Each iteration costs one jvp and one vjp (the vjp's linearization is built once).
     """
-    if method not in ("lanczos", "power"):
-        raise ArgumentError(f"method must be 'lanczos' or 'power', got {method!r}.")
+    one_of(method, "method", ("lanczos", "power"))
     max_iter = within_budget(max_iter, "max_iter", "iterations", unit="iterations")  # tol=0 never stops early
     tol = tolerance(tol, "tol")  # a negative or NaN tol never stops (NaN) or always warns (negative)
     seed = seed_int(seed)

@@ -11,6 +11,7 @@ from ..errors import ArgumentError
 from ._tokens_checks import _matrices
 from ._tokens_particles import simulate
 from ._tokens_phase import integrate_oa
+from .._validation import one_of
 
 TOKEN_REGIMES = ("clustering", "rotating_clusters", "oscillation", "interior_fixed_point")
 
@@ -129,8 +130,7 @@ class _LateWindow(NamedTuple):
 def _classification_method(method, d, attention):
     if method is None:
         method = "oa" if (d == 2 and attention == "linear") else "particles"
-    if method not in ("oa", "particles"):
-        raise ArgumentError(f"method must be 'oa' or 'particles', got {method!r}.")
+    one_of(method, "method", ("oa", "particles"))
     if method == "oa" and (d != 2 or attention != "linear"):
         raise ArgumentError("method='oa' is exact only for linear attention in d = 2 (softmax attention has odd "
                             "harmonics and no OA reduction); use method='particles'.")

@@ -10,6 +10,7 @@ from torch import nn
 from ..adapters._offload import weight_of
 from ..errors import ArgumentError
 from ._model_parts import DEFAULT_FUSED, _compute_dtype, _conv1d_class, _declared, _is_linear
+from .._validation import one_of
 
 __all__ = ["AttentionWeights", "attention_weights", "energy_penalty"]
 
@@ -196,8 +197,7 @@ def energy_penalty(model: nn.Module, kind: str = "e_single") -> torch.Tensor:
     Biases are left out (the conditions are on the bilinear forms). The paper found these constraints hurt Sudoku
     accuracy; the regularizers let you measure that trade-off.
     """
-    if kind not in ("e_single", "e_multi"):
-        raise ArgumentError(f"kind must be 'e_single' or 'e_multi', got {kind!r}.")
+    one_of(kind, "kind", ("e_single", "e_multi"))
     terms = []
     for weights in attention_weights(model):
         query, key, value_output = (t.to(_compute_dtype(t)) for t in (weights.query, weights.key, weights.value_output))
