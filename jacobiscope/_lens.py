@@ -30,6 +30,8 @@ with ``keep_logits=True`` (default) the logits, ``N (loops + 1) T V`` numbers �
 from __future__ import annotations
 
 import logging
+import math
+import numbers
 
 import torch
 
@@ -108,6 +110,7 @@ def intervene(model, inputs=None, *, at_loop: int, replace=None, interpolate=Non
                             f"{chosen or 'none'} — pass e.g. noise=0.1")
     at_loop, seed = nonnegative_int(at_loop, "at_loop"), seed_int(seed)
     kind = chosen[0]
+    _check_intervention(kind, noise, interpolate)  # before any forward: a NaN scale would only show as a NaN state
     maps = lens_maps(model, inputs, lens_options.get("recurrence"), seed)
     donor = _donor(maps, at_loop, from_input) if kind == "from_input" else None
 
@@ -121,6 +124,22 @@ def intervene(model, inputs=None, *, at_loop: int, replace=None, interpolate=Non
         lens.baseline = run_lens(model, inputs, loops, seed=seed, maps=maps, **lens_options)
     logger.info("intervention %s at loop %d read out over %d loops", kind, at_loop, lens.loops)
     return lens
+
+
+def _check_intervention(kind: str, noise, interpolate) -> None:
+    def finite_number(value):
+        return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+
+    if kind == "noise" and not (finite_number(noise) and noise >= 0):
+        raise ArgumentError(f"noise must be a finite number >= 0 (the scale of the Gaussian kick, in units of the "
+                            f"state's RMS), got {noise!r:.60} — pass e.g. noise=0.1")
+    if kind == "interpolate":
+        if not isinstance(interpolate, (tuple, list)) or len(interpolate) != 2:
+            raise ArgumentError(f"interpolate must be (other_state, alpha), got {interpolate!r:.60} — pass e.g. "
+                                "interpolate=(lens.state(k, input=1), 0.5)")
+        if not finite_number(interpolate[1]):
+            raise ArgumentError(f"interpolate's alpha must be a finite number, got {interpolate[1]!r:.60} — pass e.g. "
+                                "interpolate=(lens.state(k, input=1), 0.5)")
 
 
 def _donor(maps, at_loop, from_input):
@@ -143,6 +162,8 @@ def _patch(kind, replace, interpolate, noise, donor, seed):
             shown = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
             raise ArgumentError(f"{what} must be a tensor shaped like the state {tuple(x.shape)}, got {shown} — "
                                 "pass e.g. lens.state(k, input=j)")
+        if not bool(torch.isfinite(value).all()):
+            raise ArgumentError(f"{what} contains NaN/Inf — pass a finite state (e.g. lens.state(k, input=j))")
         return value.to(dtype=x.dtype, device=x.device)
 
     def apply(x):

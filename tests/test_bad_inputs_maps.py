@@ -388,3 +388,16 @@ def test_a_step_that_writes_its_buffers_in_place_is_named_with_the_fix():
     row = jacobiscope.measure(norm.eval(), x.double(), loops=4, dtype=torch.float64, diagnostics=["spectral_norm"])
     expected = float((norm.running_var.double() + norm.eps).rsqrt().max())
     assert row.spectral_norm[0]["value"] == pytest.approx(expected, rel=1e-9)
+
+
+@pytest.mark.parametrize("mode, eta, problem", [
+    pytest.param("attention", math.nan, "eta must be a finite number > 0, got nan", id="attention-eta-nan"),
+    pytest.param("attention", -1.0, "eta must be a finite number > 0, got -1.0", id="attention-eta-negative"),
+    pytest.param("block", 0.5, "mode='block' would ignore eta=0.5 — drop eta or pass mode='attention'",
+                 id="block-with-eta"),
+])
+@pytest.mark.guards("silent")
+def test_looped_block_checks_eta_as_analyze_does(gpt2, mode, eta, problem):
+    # looped_block took eta=nan (and an eta block mode ignores) without a word; analyze refused both
+    with pytest.raises(ArgumentError, match=problem):
+        jacobiscope.looped_block(gpt2, IDS, layer=0, mode=mode, eta=eta)

@@ -287,3 +287,32 @@ def test_a_batched_loop_with_a_drive_and_eta_keeps_them():
     report = jacobiscope.analyze(model, torch.tensor([[1, 2, 3], [4, 5, 6]]), loops=3, k=1,
                                  diagnostics=["lyapunov"], progress=False)
     assert [row.state_shape for row in report.rows] == [[3, 4], [3, 4]]  # each input its own trajectory
+
+
+@pytest.mark.parametrize("call", [
+    pytest.param(lambda model, ids: jacobiscope.native_loop(model, ids), id="native-loop"),
+    pytest.param(lambda model, ids: jacobiscope.loop_lens(model, ids, loops=2), id="loop-lens"),
+    pytest.param(lambda model, ids: jacobiscope.native_loop(model, {"input_ids": ids}), id="native-loop-dict"),
+])
+@pytest.mark.guards("internal")
+def test_empty_inputs_to_a_models_own_loop_name_the_inputs_not_the_recurrence(call):
+    # an empty batch surfaced as "recurrence 'core': 'x0' is empty — return the state entering the first
+    # iteration": advice for a protocol author, not for a caller who passed no tokens
+    with pytest.raises(jacobiscope.errors.InputError,
+                       match=r"The input 'input_ids' is empty \(shape \(1, 0\)\) — pass at least one example"):
+        call(Looped(), torch.zeros(1, 0, dtype=torch.long))
+
+
+@pytest.mark.parametrize("options, problem", [
+    pytest.param({"noise": math.nan}, "noise must be a finite number >= 0", id="noise-nan"),
+    pytest.param({"noise": True}, "noise must be a finite number >= 0", id="noise-bool"),
+    pytest.param({"noise": -0.5}, "noise must be a finite number >= 0", id="noise-negative"),
+    pytest.param({"interpolate": (torch.zeros(1, 3, 4), math.inf)}, "interpolate's alpha must be a finite number",
+                 id="alpha-inf"),
+    pytest.param({"replace": torch.full((1, 3, 4), math.nan)}, "replace contains NaN/Inf", id="replace-nan"),
+])
+@pytest.mark.guards("silent")
+def test_an_intervention_with_a_non_finite_argument_is_refused_before_it_runs(options, problem):
+    # a NaN scale or state used to run and end as "the state turned NaN/Inf at loop 2", as if the model had
+    with pytest.raises(ArgumentError, match=problem):
+        jacobiscope.intervene(Looped(), IDS, at_loop=1, loops=3, **options)

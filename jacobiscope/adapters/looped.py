@@ -411,6 +411,9 @@ def looped_block(model: nn.Module, inputs, layer: int, mode: str = "block", eta:
 
     The model is put in eval mode (and its attention switched when needed); the map shares the block's weights.
     """
+    from ._plan import _check_eta
+
+    _check_eta(eta, mode)  # before the model is touched: a NaN eta, or an eta block mode would ignore
     model, unwrapped = unwrap_model(model)
     prepared = prepare_model(model, attn_implementation)
     if unwrapped:

@@ -45,7 +45,7 @@ import torch
 from torch import nn
 
 from .._validation import _is_int, as_int, budget, did_you_mean
-from ..errors import JacobiscopeError
+from ..errors import InputError, JacobiscopeError
 from ..maps import LoopedMap
 from ._offload import hold_loaded, is_offloaded
 from .capture import ReplayedModule, capture_calls, hidden_state_of
@@ -159,6 +159,11 @@ def native_loop(model, inputs, recurrence: str | None = None) -> LoopedMap:
     Raises `AdapterError` naming what the model offers when it has no recurrence or not the one asked for.
     """
     kwargs = dict(inputs) if isinstance(inputs, Mapping) else {"input_ids": inputs}
+    for key, value in kwargs.items():  # an empty batch would surface as the recurrence's empty x0, misnamed
+        if key in ("input_ids", "inputs_embeds", "pixel_values") and isinstance(value, torch.Tensor) and (
+                value.numel() == 0):
+            raise InputError(f"The input {key!r} is empty (shape {tuple(value.shape)}) — pass at least one example "
+                             "with at least one token.")
     offered = list_recurrences(model)
     if not offered:
         raise AdapterError(
