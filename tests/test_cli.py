@@ -1,6 +1,7 @@
 """The command line: the demo, the main job on real SATNet test puzzles, and every user error as one line + exit 2."""
 import argparse
 import json
+import os
 import re
 import socket
 import subprocess
@@ -260,3 +261,13 @@ def test_progress_counts_rows_on_stderr(capsys, monkeypatch):
     jacobiscope.analyze(model, torch.tensor([[1, 2, 3], [4, 5, 6]]), loops=2, diagnostics="spectral_norm")
     err = capsys.readouterr().err
     assert "4/4" in err and "row" in err  # 2 inputs x 2 layers
+
+
+def test_a_shipped_solvers_layer_check_works_in_a_fresh_process():
+    # in a process where nothing had imported jacobiscope.models yet, the check read "no model type 'itrsa_sudoku'
+    # is known here" (the in-process tests passed only when an earlier test had registered the model type)
+    done = subprocess.run([sys.executable, "-m", "jacobiscope", "analyze", "itrsa-sudoku", "--layers", "2", "--quiet"],
+                          capture_output=True, text=True, timeout=300, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert done.returncode == 2 and done.stderr.strip().splitlines() == [
+        "jacobiscope: error: layer 2 is out of range: itrsa-sudoku is one looped block (layer 0) — drop --layers or "
+        "use --layers 0"]

@@ -109,6 +109,7 @@ def looped_model_types() -> list[str]:
 def _check_model_type(model_type: str) -> None:
     from transformers import CONFIG_MAPPING
 
+    from .. import models  # noqa: F401 - registers jacobiscope's own model types (itrsa_sudoku, akorn_sudoku)
     from .spec import shipped_adapter_specs
 
     looped = looped_model_types()

@@ -119,8 +119,8 @@ def _number(kind, text: str, *, minimum, inclusive: bool, example: str):
     return value
 
 
-def positive_int(text: str) -> int:
-    return _number(int, text, minimum=1, inclusive=True, example="32")
+def positive_int(text: str, example: str = "32") -> int:
+    return _number(int, text, minimum=1, inclusive=True, example=example)
 
 
 def _within(value: int, kind: str, what: str, example: str) -> int:
@@ -140,23 +140,23 @@ def loop_count(text: str) -> int:
 
 def exponent_count(text: str) -> int:
     """A number of Lyapunov exponents within the k budget."""
-    return _within(positive_int(text), "k", "Lyapunov exponents", "4")
+    return _within(positive_int(text, "4"), "k", "Lyapunov exponents", "4")
 
 
 def vote_count(text: str) -> int:
-    return _within(positive_int(text), "votes", "votes", "16")
+    return _within(positive_int(text, "16"), "votes", "votes", "16")
 
 
 def step_count(text: str) -> int:
-    return _within(positive_int(text), "train_steps", "optimizer steps", "1000")
+    return _within(positive_int(text, "1000"), "train_steps", "optimizer steps", "1000")
 
 
 def demo_tokens(text: str) -> int:
-    return _within(positive_int(text), "demo_tokens", "tokens", "16")
+    return _within(positive_int(text, "16"), "demo_tokens", "tokens", "16")
 
 
 def demo_dim(text: str) -> int:
-    return _within(positive_int(text), "demo_state", "channels", "32")
+    return _within(positive_int(text, "32"), "demo_state", "channels", "32")
 
 
 def epoch_count(text: str) -> float:
