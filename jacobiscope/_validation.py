@@ -224,7 +224,7 @@ def did_you_mean(value, known) -> str:
 
 
 def one_of(value, name: str, choices: tuple, error=ArgumentError):
-    """``value`` when it is one of ``choices`` (same type and value: ``1`` is not ``True``); else ``error`` naming
+    """``value`` when it is one of ``choices`` (an instance of its type, equal: ``1`` is not ``True``); else ``error`` naming
     them, with the closest one for a misspelt str.
 
     Example::
@@ -237,7 +237,8 @@ def one_of(value, name: str, choices: tuple, error=ArgumentError):
         ...
         jacobiscope.errors.ArgumentError: method must be 'qr' or 'two_trajectory', got 'two-trajectory' (did you mean 'two_trajectory'?) — pass one of them.
     """
-    if any(type(value) is type(choice) and value == choice for choice in choices):
+    if any(isinstance(value, type(choice)) and isinstance(value, bool) == isinstance(choice, bool) and value == choice
+           for choice in choices):  # a str subclass (numpy.str_) is its str; 1 is not True
         return value
     listing = ", ".join(map(repr, choices[:-1])) + f" or {choices[-1]!r}" if len(choices) > 1 else repr(choices[0])
     shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
