@@ -190,13 +190,21 @@ def linear_map(matrix: torch.Tensor, *, x0: torch.Tensor | None = None) -> Loope
     if matrix.dim() != 2 or matrix.shape[0] != matrix.shape[1] or matrix.numel() == 0:
         raise ArgumentError(f"linear_map needs a square matrix, got shape {tuple(matrix.shape)} — pass a [D, D] "
                             "matrix, e.g. torch.eye(2)")
-    if not (matrix.is_floating_point() or matrix.is_complex()):
+    if matrix.is_complex():
+        raise ArgumentError(f"linear_map needs a real matrix, got {matrix.dtype} — states are real; a complex A acts "
+                            "on R^2D as the real block matrix [[A.real, -A.imag], [A.imag, A.real]] (the same "
+                            "exponents, each twice)")
+    if not matrix.is_floating_point():
         matrix = matrix.to(torch.get_default_dtype())  # integer entries: a map of states needs a floating dtype
     if not bool(torch.isfinite(matrix).all()):
         raise ArgumentError(f"linear_map's matrix holds {int((~torch.isfinite(matrix)).sum())} NaN/Inf entries — "
                             "pass a finite matrix")
     if x0 is None:
         x0 = torch.ones(matrix.shape[0], dtype=matrix.dtype)
+    elif not isinstance(x0, torch.Tensor) or x0.dim() == 0 or x0.shape[-1] != matrix.shape[0]:
+        shown = tuple(x0.shape) if isinstance(x0, torch.Tensor) else type(x0).__name__
+        raise ArgumentError(f"x0 must be a tensor whose last dimension is the matrix's {matrix.shape[0]}, got {shown} "
+                            f"— pass e.g. x0=torch.ones({matrix.shape[0]})")
     return LoopedMap(_Linear(matrix), x0=x0, name=f"linear({matrix.shape[0]}x{matrix.shape[0]})")
 
 

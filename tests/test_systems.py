@@ -41,3 +41,22 @@ def test_normalization_bounds_the_jacobian_as_the_paper_proves():
     R = float(pre_norm.pow(2).mean(-1).add(block.eps).sqrt().min())
     bound = float(block.gain.detach().abs().max()) / R * (1 + block.eta * sigma_msa)
     assert sigma <= bound
+
+
+def test_linear_map_refuses_a_complex_matrix_and_a_mismatched_start_and_takes_integers():
+    import pytest
+
+    from jacobiscope.errors import ArgumentError
+
+    with pytest.raises(ArgumentError, match=r"needs a real matrix, got torch.complex64 .* \[\[A.real, -A.imag\]"):
+        jacobiscope.systems.linear_map(torch.eye(2, dtype=torch.cfloat))
+    with pytest.raises(ArgumentError, match=r"x0 must be a tensor whose last dimension is the matrix's 2, got \(3,\)"):
+        jacobiscope.systems.linear_map(torch.eye(2), x0=torch.ones(3))
+    # the realification the message proposes: a complex A's exponents, each twice
+    A = torch.tensor([[0.5 + 0.5j, 0.1], [0.0, 0.9j]], dtype=torch.complex128)
+    real = torch.cat([torch.cat([A.real, -A.imag], 1), torch.cat([A.imag, A.real], 1)])
+    result = jacobiscope.lyapunov_spectrum(jacobiscope.systems.linear_map(real), steps=300, k=4, transient=200)
+    expected = sorted([math.log(abs(0.5 + 0.5j))] * 2 + [math.log(0.9)] * 2, reverse=True)
+    assert result.exponents.tolist() == [pytest.approx(v, abs=1e-3) for v in expected]
+    integers = jacobiscope.systems.linear_map(torch.tensor([[2, 0], [0, 1]]))
+    assert integers.x0.dtype == torch.get_default_dtype() and integers(integers.x0).tolist() == [2.0, 1.0]
