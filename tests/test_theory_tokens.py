@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from jacobiscope.dynamics.clusters import token_order_parameters
-from jacobiscope.errors import ArgumentError
+from jacobiscope.errors import ArgumentError, StateError
 from jacobiscope.theory import tokens as T
 
 D = torch.float64
@@ -238,3 +238,35 @@ def test_prediction_errors():
         T.predict_regime(torch.eye(3), torch.eye(3))
     with pytest.raises(ArgumentError, match="at least one"):
         T.regime_table([])
+
+
+@pytest.mark.parametrize("call, problem", [
+    pytest.param(lambda: T.simulate(torch.full((2, 2), math.nan), torch.eye(2), n=4, d=2, steps=2, dt=0.1),
+                 "A holds 4 NaN/Inf entries", id="simulate-nan-matrix"),
+    pytest.param(lambda: T.simulate(torch.eye(2), torch.eye(2), n=4, d=2, steps=2, dt=0.1, beta=math.inf),
+                 "beta must be a finite number, got inf", id="simulate-beta-inf"),
+    pytest.param(lambda: T.simulate(torch.eye(2), torch.eye(2), n=2, d=2, steps=2, dt=0.1,
+                                    x0=torch.zeros(2, 2, dtype=torch.float64)),
+                 "a zero token — tokens live on the sphere", id="simulate-zero-token"),
+    pytest.param(lambda: T.predict_regime(torch.eye(2), torch.eye(2), z0=2.0), r"z0 must be a complex number in the "
+                 r"unit disc \|z\| <= 1", id="predict-z0-outside"),
+    pytest.param(lambda: T.predict_regime(torch.eye(2), torch.eye(2), z0="x"), "z0 must be a complex number",
+                 id="predict-z0-str"),
+    pytest.param(lambda: T.predict_regime(torch.eye(2), torch.eye(2), grid=3), "grid must be an int >= 16",
+                 id="predict-grid"),
+    pytest.param(lambda: T.predict_regime(torch.eye(2), torch.eye(2), beta=math.nan), "beta must be a finite number",
+                 id="predict-beta-nan"),
+    pytest.param(lambda: T.classify_regime(torch.eye(2), torch.eye(2), horizon=0.5), r"horizon=0.5 at dt=0.02 is 25 "
+                 r"steps, and the verdict reads the last 25% of them \(6\): too few .* pass horizon >= 1.6",
+                 id="classify-short-horizon"),
+    pytest.param(lambda: T.classify_regime(torch.eye(2), torch.eye(2), horizon=math.nan), "horizon must be a finite "
+                 "number > 0", id="classify-horizon-nan"),
+    pytest.param(lambda: T.classify_regime(torch.eye(2), torch.eye(2), window=1.5), r"window is the late fraction "
+                 r"of the run the verdict reads, in \(0, 1\]", id="classify-window"),
+    pytest.param(lambda: T.classify_regime(torch.eye(2), torch.eye(2), z0=1.5j), "unit disc", id="classify-z0"),
+])
+def test_hostile_values_are_refused_before_any_integration(call, problem):
+    # each of these used to integrate: a NaN matrix or a zero token gave a NaN flow, an R_2 outside the unit disc
+    # an impossible start, a 0.5-unit horizon a regime named from 6 steps
+    with pytest.raises((ArgumentError, StateError), match=problem):
+        call()

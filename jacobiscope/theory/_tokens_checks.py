@@ -1,6 +1,9 @@
 """Argument checks and small tensor helpers shared by the token-dynamics modules (`jacobiscope.theory.tokens`)."""
 from __future__ import annotations
 
+import math
+import numbers
+
 import torch
 
 from ..errors import ArgumentError
@@ -27,7 +30,38 @@ def _matrices(A, V, d, dtype, device=None):
         if M.dim() < 2 or M.shape[-2:] != (d, d):
             raise ArgumentError(f"{name} must have shape [..., {d}, {d}] (d = {d}), got {tuple(M.shape)}. "
                                 "Pass Q^T K as A and the value matrix as V, both d x d.")
-        out.append(M.to(dtype=dtype, device=device if device is not None else M.device))
+        M = M.to(dtype=dtype, device=device if device is not None else M.device)
+        if not bool(torch.isfinite(M).all()):  # a NaN entry gave a NaN flow and a verdict read from it
+            raise ArgumentError(f"{name} holds {int((~torch.isfinite(M)).sum())} NaN/Inf entries — pass a finite "
+                                "matrix")
+        out.append(M)
     if out[0].device != out[1].device:
         raise ArgumentError(f"A and V must be on one device, got {out[0].device} and {out[1].device}.")
     return out[0], out[1]
+
+
+def _check_real(value, name: str, *, positive: bool = False, nonzero: bool = False, example: str = "1.0") -> float:
+    """A finite real number (not a bool), > 0 with ``positive``, != 0 with ``nonzero``; as a float."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or (
+            positive and value <= 0) or (nonzero and value == 0):
+        need = "> 0" if positive else "non-zero" if nonzero else ""
+        raise ArgumentError(f"{name} must be a finite number{' ' + need if need else ''}, got {value!r:.60} — pass e.g. "
+                            f"{name}={example}")
+    return float(value)
+
+
+def _check_z0(z0):
+    """The initial order parameter ``R_2 = <e^{i theta}>``: a complex number (or complex tensor) in the closed unit
+    disc — the mean of unit vectors cannot lie outside it."""
+    if isinstance(z0, torch.Tensor):
+        values = z0.detach().to(torch.complex128)
+    else:
+        try:
+            values = torch.tensor(complex(z0), dtype=torch.complex128)
+        except (TypeError, ValueError):
+            raise ArgumentError(f"z0 must be a complex number in the unit disc (the initial R_2 = <e^(i theta)>), got "
+                                f"{z0!r:.60} — pass e.g. z0=0.3+0.1j") from None
+    if not bool(torch.isfinite(values).all()) or bool((values.abs() > 1 + 1e-12).any()):
+        raise ArgumentError(f"z0 must be a complex number in the unit disc |z| <= 1 (R_2 = <e^(i theta)> is a mean of "
+                            f"unit vectors), got {z0!r:.60} — pass e.g. z0=0.3+0.1j")
+    return z0

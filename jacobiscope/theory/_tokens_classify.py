@@ -8,7 +8,7 @@ from typing import NamedTuple
 import torch
 
 from ..errors import ArgumentError
-from ._tokens_checks import _matrices
+from ._tokens_checks import _check_real, _check_z0, _matrices
 from ._tokens_particles import simulate
 from ._tokens_phase import integrate_oa
 from .._validation import one_of
@@ -74,7 +74,20 @@ def classify_regime(A, V, *, beta: float = 1.0, attention: str = "linear", z0=0.
     """
     d = (A.shape[-1] if isinstance(A, torch.Tensor) else len(A))
     method = _classification_method(method, d, attention)
-    steps = max(int(round(horizon / dt)), 4)
+    beta = _check_real(beta, "beta")
+    horizon, dt = _check_real(horizon, "horizon", positive=True, example="400"), _check_real(dt, "dt", positive=True,
+                                                                                              example="0.02")
+    window = _check_real(window, "window", positive=True, example="0.25")
+    if window > 1:
+        raise ArgumentError(f"window is the late fraction of the run the verdict reads, in (0, 1], got {window!r} — "
+                            "pass e.g. window=0.25")
+    steps = int(round(horizon / dt))
+    if steps * window < 20:  # a verdict read from a handful of steps named a regime it never saw
+        raise ArgumentError(f"horizon={horizon:g} at dt={dt:g} is {steps} steps, and the verdict reads the last "
+                            f"{window:.0%} of them ({int(steps * window)}): too few to tell a regime — pass horizon >= "
+                            f"{math.ceil(20 / window) * dt:g} (the default 400 settles the spec's examples)")
+    if method == "oa":
+        _check_z0(z0)
     A, V = _matrices(A, V, d, torch.float64)
     if method == "oa":
         run = _oa_series(A, V, beta, z0, steps, dt)

@@ -7,7 +7,7 @@ import torch
 
 from ..dynamics.clusters import TokenOrderParameters, leading_axis_rotation, token_order_parameters
 from ..errors import ArgumentError, StateError
-from ._tokens_checks import _ATTENTIONS, _check_int, _matrices, _normalize_rows
+from ._tokens_checks import _ATTENTIONS, _check_int, _check_real, _matrices, _normalize_rows
 from ._tokens_phase import kuramoto_order
 
 
@@ -179,6 +179,7 @@ def simulate(A, V, n: int, d: int, steps: int, dt: float, attention: str = "line
     """
     A, V = _matrices(A, V, d, dtype)
     _check_int(n, "n", 1)
+    beta = _check_real(beta, "beta")
     batch = torch.broadcast_shapes(A.shape[:-2], V.shape[:-2])
     if x0 is None:
         generator = torch.Generator(device="cpu").manual_seed(int(seed))
@@ -189,6 +190,9 @@ def simulate(A, V, n: int, d: int, steps: int, dt: float, attention: str = "line
             raise StateError(f"x0 must be a tensor [*batch, n={n}, d={d}], got "
                              f"{tuple(x0.shape) if isinstance(x0, torch.Tensor) else type(x0).__name__}.")
         x0 = x0.to(device=A.device, dtype=dtype)
+        if not bool(torch.isfinite(x0).all()) or bool((x0.norm(dim=-1) == 0).any()):
+            raise StateError("x0 holds a NaN/Inf entry or a zero token — tokens live on the sphere S^(d-1): pass "
+                             "finite, non-zero tokens (they are normalized)")
     states = integrate_tokens(x0, A, V, steps, dt, attention=attention, beta=beta, method=method,
                               record_every=record_every)
     times = torch.arange(states.shape[0], dtype=dtype, device=A.device) * (dt * record_every)

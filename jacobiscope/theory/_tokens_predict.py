@@ -6,7 +6,7 @@ import math
 import torch
 
 from ..errors import ArgumentError
-from ._tokens_checks import _matrices
+from ._tokens_checks import _check_int, _check_real, _check_z0, _matrices
 from ._tokens_classify import TokenRegime
 from ._tokens_phase import complex_coefficients
 
@@ -105,10 +105,10 @@ def predict_regime(A, V, *, beta: float = 1.0, z0=0.3 + 0.1j, grid: int = 4096, 
     A, V = _matrices(A, V, 2, torch.float64)
     if A.dim() != 2 or V.dim() != 2:
         raise ArgumentError("predict_regime takes one system: A and V of shape [2, 2] (no batch).")
-    if abs(beta) <= 0:
-        raise ArgumentError(f"beta must be non-zero, got {beta!r}.")
+    beta = _check_real(beta, "beta", nonzero=True)
+    _check_int(grid, "grid", 16)  # quadrature points on the circle: a handful cannot resolve psi's zeros
     eye = torch.eye(2, dtype=torch.float64, device=A.device)
-    z0 = complex(z0)
+    z0 = complex(_check_z0(z0))
     # Rules 1-3 share one signature and return None when their hypothesis on (A, V) fails; first match wins.
     for rule in (_rule_identity_value, _rule_identity_query_symmetric_value, _rule_reversible_value):
         verdict = rule(A, V, eye, beta=beta, z0=z0, tol=tol)
