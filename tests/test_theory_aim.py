@@ -333,3 +333,29 @@ def test_he3_drift_at_zero_is_finite_d():
     G = 3 * (rho - 1) * T + 6 / d * T @ T.T @ T
     assert abs(rho - 1) < 1e-12 and float(((mean - G / d) / se).abs().max()) < 5
     assert float((G / d).norm()) > 5 * float(se.norm())  # the drift is resolved, not noise
+
+
+@pytest.mark.parametrize("call, problem", [
+    pytest.param(lambda S: aim.gradient_flow(S, S, t=math.nan), r"t must be a finite number in \(0, inf\), got nan",
+                 id="flow-t-nan"),
+    pytest.param(lambda S: aim.gradient_flow(S, S, dt=0.0), r"dt must be a finite number in \(0, inf\), got 0.0",
+                 id="flow-dt-zero"),
+    pytest.param(lambda S: aim.gradient_flow(S, torch.eye(3, dtype=torch.float64)),
+                 r"S0 must be \[\.\.\., 8, 8\] like the teacher, got \(3, 3\)", id="flow-S0-size"),
+    pytest.param(lambda S: aim.gradient_flow(torch.full_like(S, math.nan), S), "S_star holds 64 NaN/Inf entries",
+                 id="flow-teacher-nan"),
+    pytest.param(lambda S: aim.online_sgd(S, eta=math.nan, steps=4), "eta must be a finite number", id="sgd-eta-nan"),
+    pytest.param(lambda S: aim.online_sgd(S, steps=4, recovery_threshold=2.0),
+                 r"recovery_threshold must be a finite number in \(0, 1\)", id="sgd-threshold"),
+    pytest.param(lambda S: aim.online_sgd(S, steps=4, init_scale=-1.0), "init_scale must be a finite number",
+                 id="sgd-init-scale"),
+    pytest.param(lambda S: aim.escape_runs(S, runs=0), "runs must be a positive int, got 0", id="escape-runs-zero"),
+    pytest.param(lambda S: aim.escape_runs(S, t=-1.0), "t must be a finite number", id="escape-t-negative"),
+    pytest.param(lambda S: aim.weak_recovery(torch.eye(3, dtype=torch.float64), S), "S must be", id="recovery-size"),
+    pytest.param(lambda S: aim.population_loss(S, S, "softmax", samples=0), "samples must be a positive int",
+                 id="softmax-loss-no-samples"),
+])
+def test_hostile_values_are_refused_before_any_flow_or_sample(call, problem):
+    # each of these reached int(nan), a division by zero, a shape mismatch deep in the model, or a NaN run
+    with pytest.raises(ArgumentError, match=problem):
+        call(aim.make_teacher(8))

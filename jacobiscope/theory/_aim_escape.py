@@ -4,6 +4,7 @@ from __future__ import annotations
 import torch
 
 from ..errors import ArgumentError
+from ._aim_checks import count, finite, square
 from ._aim_sgd import online_sgd
 
 
@@ -73,9 +74,12 @@ def escape_runs(S_star: torch.Tensor | None = None, *, d: int = 16, link: str = 
 
     References: theory spec B.4 (claims versus this model), B.5.
     """
+    t, eta = finite(t, "t", low=0, example="2.0"), finite(eta, "eta", low=0, example="0.01")
+    count(runs, "runs", "2")
+    count(records, "records", "200")
     if S_star is None:
         S_star = make_teacher(d, "goe", seed=seed)
-    d = S_star.shape[-1]
+    d = square(S_star, "S_star").shape[-1]
     steps = max(int(round(t * d * d / eta)), 1)
     every = max(steps // max(int(records), 1), 1)
     common = dict(link=link, steps=steps, eta=eta, runs=runs, clip=clip, centering=centering,

@@ -4,6 +4,7 @@ from __future__ import annotations
 import torch
 
 from ..errors import ArgumentError
+from ._aim_checks import count, finite, square
 from ._aim_losses import population_gradient
 from ._aim_model import PARAMETERIZATIONS
 
@@ -42,7 +43,12 @@ def gradient_flow(S_star: torch.Tensor, S0: torch.Tensor, *, link: str = "he2", 
                             "softmax link use online_sgd, or population_gradient(S, S_star, 'softmax') for the drift.")
     if parameterization == "untied" and (A0 is None or B0 is None):
         raise ArgumentError("the untied flow needs A0 = kappa U0 U0^T and B0 = kappa V0 V0^T as well as S0.")
-    T = S_star
+    T = square(S_star, "S_star")
+    S0 = square(S0, "S0", T.shape[-1])
+    if parameterization == "untied":
+        A0, B0 = square(A0, "A0", T.shape[-1]), square(B0, "B0", T.shape[-1])
+    t, dt = finite(t, "t", low=0, example="1.0"), finite(dt, "dt", low=0, example="0.01")
+    count(record_every, "record_every")
 
     def rhs(state):
         S = state[0]

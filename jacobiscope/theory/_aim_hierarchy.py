@@ -6,6 +6,7 @@ import math
 import torch
 
 from ..errors import ArgumentError
+from ._aim_checks import count
 from ._aim_losses import _dphi, population_loss_from
 
 
@@ -24,8 +25,9 @@ def marchenko_pastur_spectrum(ratio: float = 0.5, points: int = 400, dtype=torch
 
     References: theory spec B.3 (truncation setup).
     """
-    if not 0 < ratio <= 1:
+    if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 < ratio <= 1:
         raise ArgumentError(f"ratio = r*/d must be in (0, 1], got {ratio!r}.")
+    count(points, "points", "400")
     lo, hi = (1 - math.sqrt(ratio)) ** 2, (1 + math.sqrt(ratio)) ** 2
     k = torch.arange(1, points + 1, dtype=dtype)
     u = torch.cos(k * math.pi / (points + 1))

@@ -4,6 +4,7 @@ from __future__ import annotations
 import torch
 
 from ..errors import ArgumentError
+from ._aim_checks import count, square
 from ._aim_model import LINKS, order_parameters, preactivations
 
 
@@ -35,6 +36,10 @@ def population_loss(S: torch.Tensor, S_star: torch.Tensor, link: str = "he2", *,
 
     References: theory spec B.2 (derived and checked against 4e6-sample Monte Carlo at d = 12).
     """
+    square(S_star, "S_star")
+    square(S, "S", S_star.shape[-1])
+    if link == "softmax":
+        count(samples, "samples", "100000")  # 0 samples averaged to a loss of 0
     p = order_parameters(S, S_star)
     Q, m, rho = p["Q"], p["m"], p["rho"]
     if link == "he1":

@@ -6,6 +6,7 @@ import math
 import torch
 
 from ..errors import ArgumentError
+from ._aim_checks import finite, square
 
 LINKS = ("he1", "he2", "he3", "softmax")
 PARAMETERIZATIONS = ("direct", "tied", "untied")
@@ -152,6 +153,9 @@ def weak_recovery(S: torch.Tensor, S_star: torch.Tensor, link: str = "he2", thre
 
     References: theory spec B.1.
     """
+    square(S_star, "S_star")
+    square(S, "S", S_star.shape[-1])
+    finite(threshold, "threshold", low=0, high=1, example="0.3")
     c = centered_cosine(S, S_star)
     if link == "he2":
         c = c.abs()

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import torch
 
 from ..errors import ArgumentError
+from ._aim_checks import count, finite, square
 from ._aim_model import LINKS, PARAMETERIZATIONS, order_parameters
 from ._aim_sgd_rule import _UpdateRule
 from ._aim_sgd_students import _STUDENTS
@@ -98,6 +99,18 @@ def online_sgd(S_star: torch.Tensor, *, link: str = "he2", parameterization: str
     """
     _check_sgd_arguments(S_star, link=link, parameterization=parameterization, tokens=tokens, clip=clip,
                          steps=steps, record_every=record_every)
+    square(S_star, "S_star")
+    if lr is None:
+        finite(eta, "eta", low=0, example="0.05")
+    else:
+        finite(lr, "lr", low=0, example="0.01")
+    finite(init_scale, "init_scale", low=0, open_low=False, example="0.5")
+    finite(weight_decay, "weight_decay", low=0, open_low=False, example="0.0")
+    finite(recovery_threshold, "recovery_threshold", low=0, high=1, example="0.3")
+    if runs is not None:
+        count(runs, "runs", "2")
+    if rank is not None:
+        count(rank, "rank", "4")
     dtype, device = S_star.dtype, S_star.device
     d = S_star.shape[-1]
     student = _STUDENTS[parameterization](d, d if rank is None else int(rank))
