@@ -20,6 +20,7 @@ from ._hub_files import (_REPO_ID, HubError, _check_dtypes, _check_finite, _chec
 from ._hub_prepare import MODEL_CODE as _CODE  # noqa: F401 - the old private name
 from ._hub_prepare import PREPARED_MARKER
 from ._resources import shipped_folder
+from ._validation import did_you_mean
 
 __all__ = ["load_pretrained", "locate_model", "resolve_checkpoint", "shipped_checkpoints", "check_safe_weights",
            "check_repo_id", "prepare_for_hub", "push_to_hub", "HubError", "PREPARED_MARKER"]
@@ -184,15 +185,17 @@ def load_pretrained(name_or_path, *, trust_remote_code: bool = False, strict: bo
         names = ", ".join(shipped) or "none"
         if os.sep in text or text.startswith((".", "~")):
             raise HubError(f"no such model folder {text!r} — check the path, or pass a shipped name ({names})")
-        raise HubError(f"unknown checkpoint {text!r}: not a folder, not a shipped name ({names}), not a Hub "
-                       "repo id — pass one of those")
+        raise HubError(f"unknown checkpoint {text!r}{did_you_mean(text, shipped)}: not a folder, not a shipped name "
+                       f"({names}), not a Hub repo id — pass one of those")
     else:
         weight_files = []
         if not download:
             if _cached_snapshot(text) is None:
-                raise HubError(f"{text!r} is not in the local Hugging Face cache, and load_pretrained fetches nothing "
-                               "unless asked — pass download=True to fetch it from the Hub, or the path of a local "
-                               "model folder")
+                shipped_hint = did_you_mean(text, shipped)  # zoo/akorn-n4-sed1 looks like a Hub id, but is a typo
+                raise HubError(f"{text!r} is not in the local Hugging Face cache"
+                               + (f" nor a shipped name{shipped_hint}" if shipped_hint else "")
+                               + ", and load_pretrained fetches nothing unless asked — pass download=True to fetch it "
+                               "from the Hub, or the path of a local model folder")
             kwargs.setdefault("local_files_only", True)
     want_info = bool(kwargs.pop("output_loading_info", False))
     allow_sizes = bool(kwargs.pop("ignore_mismatched_sizes", False))

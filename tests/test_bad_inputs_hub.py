@@ -162,3 +162,15 @@ def test_a_bom_prefixed_config_json_is_named_not_called_invalid_json(tmp_path):
     (folder / "config.json").write_bytes(b"\xef\xbb\xbf" + (folder / "config.json").read_bytes())
     with pytest.raises(HubError, match="starts with a UTF-8 byte-order mark .* — save it as UTF-8 without a BOM"):
         load_pretrained(folder)
+
+
+@pytest.mark.parametrize("name, words", [
+    pytest.param("itrsa-sudok", "unknown checkpoint 'itrsa-sudok' (did you mean 'itrsa-sudoku'?)", id="short-name"),
+    # owner/name looks like a Hub id, so the typo was told only "not in the local Hugging Face cache"
+    pytest.param("zoo/akorn-n4-sed1", "nor a shipped name (did you mean 'zoo/akorn-n4-seed1'?)", id="zoo-name"),
+])
+@pytest.mark.guards("internal")
+def test_a_misspelt_shipped_name_gets_the_shipped_one(name, words):
+    with pytest.raises(HubError) as info:
+        jacobiscope.load_pretrained(name)
+    assert words in str(info.value)
