@@ -3,6 +3,7 @@ fit, gaps for NaN, log scales when data spans decades. The base layer: matplotli
 from __future__ import annotations
 
 import math
+from .errors import ArgumentError, ArgumentTypeError
 
 __all__ = ["new_figure", "labels_and_colors", "save_figure", "figure_bytes",
            "figure_format", "FIGURE_FORMATS"]
@@ -126,11 +127,11 @@ def figure_format(path=None, format: str | None = None) -> str:
     """
     if format is not None:
         if not isinstance(format, str) or format.lower().lstrip(".") not in FIGURE_FORMATS:
-            raise ValueError(f"unknown figure format {format!r} — pass format= one of {', '.join(FIGURE_FORMATS)}")
+            raise ArgumentError(f"unknown figure format {format!r} — pass format= one of {', '.join(FIGURE_FORMATS)}")
         return format.lower().lstrip(".")
     suffix = str(path).rsplit(".", 1)[-1].lower() if path is not None and "." in str(path) else ""
     if suffix not in FIGURE_FORMATS:
-        raise ValueError(f"cannot tell the figure format from {str(path)!r} (suffix {suffix or 'none'!r}) — end the "
+        raise ArgumentError(f"cannot tell the figure format from {str(path)!r} (suffix {suffix or 'none'!r}) — end the "
                          f"file name in .png, .svg or .pdf, or pass format= one of {', '.join(FIGURE_FORMATS)}")
     return suffix
 
@@ -188,7 +189,7 @@ def _as_figure(figure):
         if getattr(figure, "figure_", None) is None:
             figure = figure.plot()
         if figure.figure_ is None:
-            raise ValueError(f"the {figure.kind} display drew no figure — nothing to save")
+            raise ArgumentError(f"the {figure.kind} display drew no figure — nothing to save")
         return figure.figure_
-    raise TypeError(f"expected a matplotlib Figure or a display, got {type(figure).__name__} — pass e.g. "
+    raise ArgumentTypeError(f"expected a matplotlib Figure or a display, got {type(figure).__name__} — pass e.g. "
                     "report.plot()['norms'] or report.display('norms')")

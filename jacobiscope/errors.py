@@ -22,6 +22,7 @@ __all__ = [
     "AdapterCheckError", "AdapterError", "InputError", "HubError", "DiagnosticError", "DiagnosticDefinitionError",
     "ReportFormatError", "ReportSourceError",
     "JacobiscopeError", "StepError", "StepOutputError", "StateError", "NonFiniteStateError", "ArgumentError",
+    "ArgumentTypeError", "ArgumentIndexError",
     "MemoryBudgetError", "BudgetError", "FolderBusyError", "UsageError",
     "PathError", "NotAFileError", "MissingFileError", "NoPermissionError", "NotAFolderError", "NotARegularFileError",
     "OutputInsideInputError",
@@ -58,6 +59,15 @@ class NonFiniteStateError(StateError):
 
 class ArgumentError(JacobiscopeError, ValueError):
     """An argument is out of range (``k`` larger than the state, ``steps <= 0``, ...)."""
+
+
+class ArgumentTypeError(ArgumentError, TypeError):
+    """An argument of the wrong type (a str where a folder path or a bool goes, ...): an `ArgumentError` that a
+    caller catching ``TypeError`` also catches."""
+
+
+class ArgumentIndexError(ArgumentError, IndexError):
+    """An index out of range (a report row that is not there): an `ArgumentError` that is also an ``IndexError``."""
 
 
 class MemoryBudgetError(JacobiscopeError, MemoryError):

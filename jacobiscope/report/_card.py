@@ -22,6 +22,7 @@ import re
 import shutil
 import tempfile
 from pathlib import Path
+from ..errors import ArgumentTypeError, MissingFileError, NotAFolderError
 
 logger = logging.getLogger(__name__)
 
@@ -38,11 +39,11 @@ _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 def _target(path, overwrite: bool) -> Path:
     """Check the output folder before any work: not a file, and empty or ``overwrite=True``."""
     if not isinstance(path, (str, os.PathLike)):
-        raise TypeError(f"Report.to_hub_folder: path must be a folder path, got {type(path).__name__} — pass e.g. "
+        raise ArgumentTypeError(f"Report.to_hub_folder: path must be a folder path, got {type(path).__name__} — pass e.g. "
                         "'dynamics-card'")
     target = Path(path)
     if target.exists() and not target.is_dir():
-        raise NotADirectoryError(f"Report.to_hub_folder: {str(path)!r} is a file, not a folder — pass a folder path")
+        raise NotAFolderError(f"Report.to_hub_folder: {str(path)!r} is a file, not a folder — pass a folder path")
     if target.is_dir() and any(target.iterdir()) and not overwrite:
         raise FileExistsError(f"Report.to_hub_folder: {str(path)!r} is a folder that is not empty — pass "
                               "overwrite=True to replace it, or choose a new folder")
@@ -106,7 +107,7 @@ def to_hub_folder(report, path, *, overwrite: bool = False, license: str = "othe
     from pyarrow import parquet
 
     if not isinstance(overwrite, bool):
-        raise TypeError(f"Report.to_hub_folder: overwrite must be True or False, got {overwrite!r}")
+        raise ArgumentTypeError(f"Report.to_hub_folder: overwrite must be True or False, got {overwrite!r}")
     target = _target(path, overwrite)
     report.validate()  # a card that its own report.json cannot be read back from is refused before writing
     dataset = report.to_dataset()  # needs datasets: fails before any file is written
@@ -156,6 +157,6 @@ def from_hub_folder(cls, path):
     """The report of a dynamics card folder (its ``report.json``)."""
     source = Path(path) / REPORT_FILE
     if not source.is_file():
-        raise FileNotFoundError(f"Report.from_hub_folder: {str(path)!r} has no {REPORT_FILE} — pass a folder "
+        raise MissingFileError(f"Report.from_hub_folder: {str(path)!r} has no {REPORT_FILE} — pass a folder "
                                 "written by Report.to_hub_folder")
     return cls.from_json(source)

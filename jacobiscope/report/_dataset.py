@@ -18,6 +18,7 @@ import logging
 import math
 
 from ._schema import FORMAT_VERSION, LayerResult
+from ..errors import ArgumentError, ArgumentTypeError
 
 logger = logging.getLogger(__name__)
 
@@ -97,7 +98,7 @@ def _check_pinned(reports, allow) -> None:
     """Refuse reports whose pinned provenance differs, naming the key, the values and the fix."""
     unknown = set(allow) - set(PINNED)
     if unknown:
-        raise ValueError(f"Report.merge: allow names {sorted(unknown)}, which are not pinned — choose from "
+        raise ArgumentError(f"Report.merge: allow names {sorted(unknown)}, which are not pinned — choose from "
                          f"{', '.join(PINNED)}")
     for key in PINNED:
         if key in allow:
@@ -106,7 +107,7 @@ def _check_pinned(reports, allow) -> None:
         for index, other in enumerate(reports[1:], start=1):
             value = _lookup(other.provenance, key)
             if not _same_value(first, value):
-                raise ValueError(f"Report.merge: the reports differ in {key} ({first!r} in report 0, {value!r} in "
+                raise ArgumentError(f"Report.merge: the reports differ in {key} ({first!r} in report 0, {value!r} in "
                                  f"report {index}), so their numbers do not compare — analyze again with the same "
                                  f"{key}, or pass allow=({key!r},) to merge them anyway")
 
@@ -152,7 +153,7 @@ def _renumbered_rows(reports) -> list:
                 labels.setdefault(index, row.input_label)
             key = (mapping[row.input_index], row.layer, row.mode)
             if key in seen:
-                raise ValueError(f"Report.merge: input {row.input_label!r} layer {row.layer} ({row.mode}) is in "
+                raise ArgumentError(f"Report.merge: input {row.input_label!r} layer {row.layer} ({row.mode}) is in "
                                  f"report {seen[key]} and report {number} — drop it from one of them (e.g. "
                                  "Report([r for r in report.rows if r.layer != ...], ...)) before merging")
             seen[key] = number
@@ -167,11 +168,11 @@ def merge_reports(reports, allow=()):
 
     for index, report in enumerate(reports):
         if not isinstance(report, Report):
-            raise TypeError(f"Report.merge: argument {index} is a {type(report).__name__}, not a Report — pass "
+            raise ArgumentTypeError(f"Report.merge: argument {index} is a {type(report).__name__}, not a Report — pass "
                             "reports (Report.from_json(path) reads a saved one)")
     for index, report in enumerate(reports):
         if report.partial:  # its missing rows would silently vanish from the merged card
-            raise ValueError(f"Report.merge: argument {index} is a partial report ({len(report.rows)} rows, "
+            raise ArgumentError(f"Report.merge: argument {index} is a partial report ({len(report.rows)} rows, "
                              f"{len(report.remaining)} remaining) — finish it first (analyze(..., resume=True) or "
                              "jacobiscope analyze ... --resume)")
     if isinstance(allow, str):

@@ -10,6 +10,7 @@ from pathlib import Path
 from .._io import atomic_write_text, check_file_path
 from ._values import _plain
 from ._text import _flatten, _shorten, _single_line
+from ..errors import ArgumentError, ArgumentTypeError
 
 
 _FIGURE_CAPTIONS = {
@@ -84,15 +85,15 @@ def _esc(value) -> str:
 def save_html(report, path, *, figures: bool=True, dpi: int=100, figure_format: str = "png") -> Path:
     check_file_path(path, "Report.save_html")  # a bad path fails before the figures are drawn
     if not isinstance(figures, bool):
-        raise TypeError(f"Report.save_html: figures must be True or False, got {figures!r} — pass figures=False for "
+        raise ArgumentTypeError(f"Report.save_html: figures must be True or False, got {figures!r} — pass figures=False for "
                         "the tables only")
     if isinstance(dpi, bool) or not isinstance(dpi, (int, float)):
-        raise TypeError(f"Report.save_html: dpi must be a number, got {type(dpi).__name__} {dpi!r} — pass e.g. "
+        raise ArgumentTypeError(f"Report.save_html: dpi must be a number, got {type(dpi).__name__} {dpi!r} — pass e.g. "
                         "dpi=100")
     if not math.isfinite(dpi) or not 1 <= dpi <= 1200:
-        raise ValueError(f"Report.save_html: dpi must be a number from 1 to 1200, got {dpi!r} — pass e.g. dpi=100")
+        raise ArgumentError(f"Report.save_html: dpi must be a number from 1 to 1200, got {dpi!r} — pass e.g. dpi=100")
     if figure_format not in ("png", "svg"):
-        raise ValueError(f"Report.save_html: figure_format must be 'png' or 'svg', got {figure_format!r} — pass "
+        raise ArgumentError(f"Report.save_html: figure_format must be 'png' or 'svg', got {figure_format!r} — pass "
                          "figure_format='svg' for vector figures")
     images = _images(report, dpi, figure_format) if figures else []
     title = "jacobiscope report"

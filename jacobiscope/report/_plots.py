@@ -9,6 +9,7 @@ from .._figures import matplotlib_classes as _matplotlib
 from .._figures import new_figure as _new_figure
 from .._figures import short as _short
 from ..diagnostics._lyapunov import lambda_interval as _lambda_interval
+from ..errors import ArgumentError
 
 def _plot_overview(new_figure, rows, labels, colors):
     figure = new_figure(max(7.0, min(16.0, 2.0 + 0.45 * len(rows))), 6.4)
@@ -178,7 +179,7 @@ class ReportDisplay:
             from .._validation import did_you_mean
 
             known = ["overview", *figures]
-            raise ValueError(f"unknown figure kind {kind!r}{did_you_mean(str(kind), known + list(names))} — choose "
+            raise ArgumentError(f"unknown figure kind {kind!r}{did_you_mean(str(kind), known + list(names))} — choose "
                              f"from {', '.join(known)}")
         diagnostic = None if kind == "overview" else figures.get(kind) or figures[names[kind]]
         selected = report._select(rows)
@@ -202,14 +203,14 @@ class ReportDisplay:
         else:
             axes = [ax] if hasattr(ax, "plot") else list(getattr(ax, "flat", ax))
             if len(axes) < needed:
-                raise ValueError(f"the {self.kind} figure draws on {needed} Axes, got {len(axes)} — pass as many, "
+                raise ArgumentError(f"the {self.kind} figure draws on {needed} Axes, got {len(axes)} — pass as many, "
                                  "or ax=None for a new figure")
             figure = axes[0].figure
         if self.diagnostic is None:
             _draw_overview(axes[:2], self.rows, self.labels, self.colors)
         elif getattr(self.diagnostic.result_type, "panels", 0) == 0:
             if ax is not None:
-                raise ValueError(f"the {self.kind} figure is drawn whole by its diagnostic — call plot() without ax")
+                raise ArgumentError(f"the {self.kind} figure is drawn whole by its diagnostic — call plot() without ax")
             figure = _diagnostic_figure(self.diagnostic, self.rows, self.labels)
             axes = list(figure.axes) if figure is not None else []
         else:

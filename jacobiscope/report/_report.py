@@ -8,6 +8,7 @@ from ._schema import DATAFRAME_COLUMNS, LayerResult
 from ._values import _plain, _plain_or_raw, _plural, _same
 from ._text import _flatten, _text_table
 from . import _html, _json, _plots, _text
+from ..errors import ArgumentError, ArgumentIndexError, ArgumentTypeError, ReportFormatError
 
 
 @dataclass(eq=False, repr=False)
@@ -177,7 +178,7 @@ class Report:
         except TypeError as error:
             problems.append(str(error))
         if problems:
-            raise ValueError("the report does not match the LayerResult contract:\n  " + "\n  ".join(problems))
+            raise ArgumentError("the report does not match the LayerResult contract:\n  " + "\n  ".join(problems))
         return self
 
     # ------------------------------------------------------------------ JSON
@@ -209,9 +210,9 @@ class Report:
         """
         if not isinstance(data, dict) or "rows" not in data:
             got = sorted(data) if isinstance(data, dict) else type(data).__name__
-            raise ValueError(f"not a jacobiscope report: expected a dict with rows, provenance and notes, got {got}")
+            raise ReportFormatError(f"not a jacobiscope report: expected a dict with rows, provenance and notes, got {got}")
         if not isinstance(data["rows"], list):
-            raise ValueError(f"not a jacobiscope report: rows must be a list, got {type(data['rows']).__name__}")
+            raise ReportFormatError(f"not a jacobiscope report: rows must be a list, got {type(data['rows']).__name__}")
         rows = [LayerResult.from_dict(row) for row in data["rows"]]
         return cls(rows=rows, provenance=data.get("provenance") or {}, notes=data.get("notes") or [])
 
@@ -313,7 +314,7 @@ class Report:
             >>> run(3).merge(run(4, "float64"))
             Traceback (most recent call last):
             ...
-            ValueError: Report.merge: the reports differ in dtype ('float32' in report 0, 'float64' in report 1), ...
+            jacobiscope.errors.ArgumentError: Report.merge: the reports differ in dtype ('float32' in report 0, 'float64' in report 1), ...
 
         Refused when the pinned provenance differs (`jacobiscope.report._dataset.PINNED`: model, its revision,
         class and adapter, mode, eta, loops, k, seed, dtype, and the jacobiscope / torch / transformers versions),
@@ -450,10 +451,10 @@ class Report:
                 selected.append(item)
             elif isinstance(item, int) and not isinstance(item, bool):
                 if not -len(self.rows) <= item < len(self.rows):
-                    raise IndexError(f"row index {item} is out of range: the report has {len(self.rows)} rows")
+                    raise ArgumentIndexError(f"row index {item} is out of range: the report has {len(self.rows)} rows")
                 selected.append(self.rows[item])
             else:
-                raise TypeError(f"rows must hold row indices or LayerResult objects, got {type(item).__name__}")
+                raise ArgumentTypeError(f"rows must hold row indices or LayerResult objects, got {type(item).__name__}")
         return selected
 
     # ------------------------------------------------------------------ HTML
