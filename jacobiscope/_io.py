@@ -19,7 +19,7 @@ import stat
 from pathlib import Path
 
 # The errors are defined in jacobiscope.errors (every public exception lives there) and importable from here too.
-from .errors import (
+from .errors import (ArgumentTypeError, 
     MissingFileError, NoPermissionError, NotAFileError, NotAFolderError, NotARegularFileError, OutputInsideInputError,
     PathError,
 )
@@ -49,11 +49,11 @@ def path_error(code: int | None, message: str) -> PathError:
 
 def _as_path(path, what: str) -> Path:
     if isinstance(path, bytes) or not isinstance(path, (str, os.PathLike)):
-        raise TypeError(f"{what} expected a file path (str or os.PathLike), got {type(path).__name__} — pass e.g. "
+        raise ArgumentTypeError(f"{what} expected a file path (str or os.PathLike), got {type(path).__name__} — pass e.g. "
                         "'report.json' or pathlib.Path('runs/report.json')")
     text = os.fspath(path)
     if not isinstance(text, str):
-        raise TypeError(f"{what} expected a str path, got {type(text).__name__} — pass a str or pathlib.Path")
+        raise ArgumentTypeError(f"{what} expected a str path, got {type(text).__name__} — pass a str or pathlib.Path")
     if not text.strip():
         example = "report.html" if "html" in what.lower() else "report.json"
         raise path_error(errno.ENOENT, f"{what} got an empty file path {text!r} — pass a file name such as "
@@ -273,7 +273,7 @@ def atomic_write_bytes(path, data, *, what: str = "atomic_write_bytes") -> Path:
     """
     if not isinstance(data, (bytes, bytearray, memoryview)):
         hint = " (use atomic_write_text for str)" if isinstance(data, str) else ""
-        raise TypeError(f"atomic_write_bytes expected bytes, got {type(data).__name__}{hint}")
+        raise ArgumentTypeError(f"atomic_write_bytes expected bytes, got {type(data).__name__}{hint}")
     given = path
     path = check_file_path(path, what)
     # A symlink is written through: the link stays, its target gets the new bytes (atomically, beside the target).
@@ -362,7 +362,7 @@ def atomic_write_text(path, text: str, encoding: str = "utf-8", errors: str = "s
     """
     if not isinstance(text, str):
         hint = " (use atomic_write_bytes for bytes)" if isinstance(text, (bytes, bytearray)) else ""
-        raise TypeError(f"atomic_write_text expected str, got {type(text).__name__}{hint}")
+        raise ArgumentTypeError(f"atomic_write_text expected str, got {type(text).__name__}{hint}")
     return atomic_write_bytes(path, text.encode(encoding, errors), what=what)
 
 

@@ -14,7 +14,9 @@ def shipped_folder(name: str) -> Path:
     for candidate in candidates:
         if candidate.is_dir():
             return candidate
-    raise FileNotFoundError(
+    from .errors import MissingFileError
+
+    raise MissingFileError(
         f"jacobiscope's '{name}' folder is missing: looked in {', '.join(map(str, candidates))}. "
         "Reinstall jacobiscope: pip install -e . in its clone, or pip install --force-reinstall on the wheel you built."
     )

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from ..adapters._offload import weight_of
-from ..errors import ArgumentError
+from ..errors import ArgumentError, ArgumentTypeError
 from ._model_parts import DEFAULT_FUSED, _conv1d_class, _declared, _is_linear
 
 __all__ = ["LinearTarget", "spectral_targets"]
@@ -108,7 +108,7 @@ def _select(model: nn.Module, modules) -> list[tuple[str, nn.Module]]:
                     f"matched as globs or as a container prefix). Linear modules are e.g.: {examples}."
                 )
         else:
-            raise TypeError(f"modules must hold module names (str) or nn.Module objects, got {type(item).__name__}.")
+            raise ArgumentTypeError(f"modules must hold module names (str) or nn.Module objects, got {type(item).__name__}.")
         for name, module in hits:
             chosen.setdefault(id(module), (name, module))
     return list(chosen.values())

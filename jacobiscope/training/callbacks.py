@@ -11,7 +11,7 @@ import torch
 from transformers import TrainerCallback
 
 from ..dynamics import lyapunov_spectrum, pseudo_energy
-from ..errors import ArgumentError, ConvergenceWarning
+from ..errors import ArgumentError, ArgumentTypeError, ConvergenceWarning
 from ..linalg import spectral_norm
 from ..maps import LoopedMap
 from .._validation import floating_dtype, nonnegative_int, positive_int
@@ -130,7 +130,7 @@ def _build_map(model, probe, map_fn) -> LoopedMap:
     if map_fn is not None:
         looped = map_fn(model)
         if not isinstance(looped, LoopedMap):
-            raise TypeError(f"map_fn must return a jacobiscope.LoopedMap, got {type(looped).__name__}.")
+            raise ArgumentTypeError(f"map_fn must return a jacobiscope.LoopedMap, got {type(looped).__name__}.")
         return looped
     from ..adapters import list_recurrences, native_loop
 
@@ -148,7 +148,7 @@ def _check_probe(probe, map_fn):
     if probe is None and map_fn is None:
         raise ArgumentError("Give a probe batch (e.g. input_ids [N, 81]) or map_fn(model) -> LoopedMap.")
     if map_fn is not None and not callable(map_fn):
-        raise TypeError(f"map_fn must be callable, got {type(map_fn).__name__}.")
+        raise ArgumentTypeError(f"map_fn must be callable, got {type(map_fn).__name__}.")
 
 
 class LyapunovCallback(_TrainerAwareCallback):
@@ -293,7 +293,7 @@ class PseudoEnergyCallback(_TrainerAwareCallback):
         """The metrics (without prefix) for ``model`` now; appends the mean trajectory to ``trajectories``."""
         looped = _build_map(model, self.probe, self.map_fn).detached()
         if looped.drive_function is None:
-            raise TypeError(
+            raise ArgumentTypeError(
                 f"The map '{looped.name}' exposes no drive Y_t, so its pseudo-energy -Tr(X^T Y) is undefined. Use a "
                 "model whose loop_map has one, looped_block(..., mode='attention'), or a map_fn whose LoopedMap has drive=."
             )
