@@ -232,3 +232,36 @@ def test_a_fifo_given_as_the_report_is_refused_not_read_forever(tmp_path):
     with pytest.raises(PathError, match=r"'.*report\.json' is a FIFO, not a report file — pass the path of a regular "
                                         r"file"):
         Report.from_json(fifo)
+
+
+def _one_row_report(model="a"):
+    looped = jacobiscope.systems.logistic_map(3.9)
+    return Report([jacobiscope.measure(looped, loops=8, diagnostics=["spectral_norm"])], {"model": model}, [])
+
+
+@pytest.mark.parametrize("call, builtin, words", [
+    pytest.param(lambda r, t: r.merge(r), ValueError, "is in report 0 and report 1", id="merge-duplicate"),
+    pytest.param(lambda r, t: r.merge(_one_row_report("b")), ValueError, "the reports differ in model",
+                 id="merge-other-model"),
+    pytest.param(lambda r, t: r.merge(3), TypeError, "argument 1 is a int, not a Report", id="merge-int"),
+    pytest.param(lambda r, t: r.plot(rows=[5]), IndexError, "row index 5 is out of range", id="plot-row-index"),
+    pytest.param(lambda r, t: r.plot(rows=["x"]), TypeError, "rows must hold row indices", id="plot-row-type"),
+    pytest.param(lambda r, t: r.save_figure("nope", t / "x.png"), ValueError, "unknown figure kind 'nope'",
+                 id="figure-kind"),
+    pytest.param(lambda r, t: r.save_figure("norms", t / "x.bmpx"), ValueError, "cannot tell the figure format",
+                 id="figure-suffix"),
+    pytest.param(lambda r, t: r.save_html(t / "r.html", dpi="high"), TypeError, "dpi must be a number",
+                 id="html-dpi"),
+    pytest.param(lambda r, t: r.to_hub_folder(t / "file.txt"), NotADirectoryError, "is a file, not a folder",
+                 id="hub-folder-is-file"),
+    pytest.param(lambda r, t: Report.from_hub_folder(t / "missing"), FileNotFoundError, "has no report.json",
+                 id="hub-folder-missing"),
+    pytest.param(lambda r, t: r.to_json(path=3), TypeError, "expected a file path", id="json-path-int"),
+])
+@pytest.mark.guards("internal")
+def test_report_errors_are_jacobiscopes_own_and_the_builtin_a_caller_catches(tmp_path, call, builtin, words):
+    # these were plain ValueError / TypeError / IndexError / OSError subclasses: `except JacobiscopeError` missed them
+    (tmp_path / "file.txt").write_text("x")
+    with pytest.raises(JacobiscopeError) as info:
+        call(_one_row_report(), tmp_path)
+    assert isinstance(info.value, builtin) and words in str(info.value)
