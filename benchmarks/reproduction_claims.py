@@ -872,7 +872,7 @@ def claim_energy_constrained(context: Context) -> Claim:
         for name, base in (("itrsa-e-single", "itrsa-base"), ("itrsa-e-multi", "itrsa-base"),
                            ("itrsa-e-multi-noself", "itrsa-noself"), (TRAINED_ENERGY, TRAINED_ENERGY_BASE)):
             runs, base_runs = _seed_runs(context, name), _seed_runs(context, base)
-            learned = [r for r in runs.values() if (best_over_loops(r, "id")[0] or 0.0) >= SIGNAL_FLOOR]
+            learned = [r for r in runs.values() if _learned(r)]
             why = (f"{name}: none of its {len(runs)} seed(s) left the plateau (best ID board accuracy < "
                    f"{100 * SIGNAL_FLOOR:.0f}%): a training failure at this budget, not a property of the attention")
             if not runs or not base_runs:
@@ -1087,8 +1087,7 @@ def _at_fixed_loops(context: Context, first: str, second: str, claimed: str, par
 def _trained_energy_hurts(context: Context, window: str, inputs: str) -> Evidence:
     """E-multi under the recipe under which it trains against that recipe's standard attention (its twin), over the
     seeds that learned; not testable while a side has fewer than 2 of them."""
-    runs = {name: [r for r in _seed_runs(context, name).values() if (best_over_loops(r, "id")[0] or 0.0) >= SIGNAL_FLOOR]
-            for name in (TRAINED_ENERGY, TRAINED_ENERGY_BASE)}
+    runs = {name: _learned_seed_runs(context, name) for name in (TRAINED_ENERGY, TRAINED_ENERGY_BASE)}
     shipped = {name: len(_seed_runs(context, name)) for name in runs}
     effect = None
     if min(len(learned) for learned in runs.values()) >= 2:

@@ -1,12 +1,10 @@
 """Argument checks and small tensor helpers shared by the token-dynamics modules (`jacobiscope.theory.tokens`)."""
 from __future__ import annotations
 
-import math
-import numbers
-
 import torch
 
 from ..errors import ArgumentError
+from ._aim_checks import finite
 
 _ATTENTIONS = ("linear", "softmax")
 
@@ -42,12 +40,10 @@ def _matrices(A, V, d, dtype, device=None):
 
 def _check_real(value, name: str, *, positive: bool = False, nonzero: bool = False, example: str = "1.0") -> float:
     """A finite real number (not a bool), > 0 with ``positive``, != 0 with ``nonzero``; as a float."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or (
-            positive and value <= 0) or (nonzero and value == 0):
-        need = "> 0" if positive else "non-zero" if nonzero else ""
-        raise ArgumentError(f"{name} must be a finite number{' ' + need if need else ''}, got {value!r:.60} — pass e.g. "
-                            f"{name}={example}")
-    return float(value)
+    value = finite(value, name, low=0 if positive else None, example=example)
+    if nonzero and value == 0:
+        raise ArgumentError(f"{name} must be a finite non-zero number, got 0 — pass e.g. {name}={example}")
+    return value
 
 
 def _check_z0(z0):
