@@ -105,6 +105,55 @@ def test_an_unstable_fixed_point_is_not_called_converging():
     assert unstable.regime == "undetermined" and "rho(J) = 1.16 > 1" in unstable.reason
 
 
+def _doubling(x):
+    return (2 * x) % 1
+
+
+def test_a_repelling_point_reached_exactly_is_flagged_not_called_an_attractor():
+    """The doubling map shifts one binary digit out per loop, so a float64 start in [0, 1) is exactly 0 after at
+    most -log2(ulp) loops, and 0 is a fixed point with f' = 2: the loop rests there, the point repels.
+    The verdict says so (rho(J) = 2 and the exponent ln 2 from the tangents along the rest), and the row carries a
+    flag; a contraction resting on its fixed point has neither."""
+    start = torch.tensor([0.1234567], dtype=torch.float64)
+    state = start.clone()
+    for loop in range(1, 60):
+        state = _doubling(state)
+        if float(state) == 0.0:
+            break
+    # the reference the test rests on: 2^-4 <= start < 2^-3, so start is an integer times its ulp 2^-56 and the
+    # doubling empties it within 56 loops
+    assert math.ulp(0.1234567) == 2.0 ** -56 and loop <= 56
+
+    row = jacobiscope.measure(_doubling, start, loops=100)
+    evidence = row.results["regime"].evidence
+    assert row.regime == "converging" and evidence["rest_on_repeller"] is True
+    assert evidence["spectral_radius"] == pytest.approx(2.0)
+    assert row.lyapunov["exponents"][0] == pytest.approx(math.log(2), abs=1e-6)
+    assert "rho(J) = 2 > 1 there" in evidence["reason"] and "grows about 2x per loop" in evidence["reason"]
+    assert any(flag.startswith("rests on a repelling fixed point (rho(J) = 2)") for flag in row.flags)
+
+    calm = jacobiscope.measure(lambda x: 0.5 * x.round(), torch.tensor([3.0], dtype=torch.float64), loops=40)
+    assert calm.regime == "converging" and "rest_on_repeller" not in calm.results["regime"].evidence
+    assert not any("repelling" in flag for flag in calm.flags)
+
+
+def test_a_repelling_cycle_reached_exactly_is_flagged():
+    """x -> -sign(x) (1 + 2 (|x| - 1)) maps 1 -> -1 -> 1 exactly with |f'| = 2: a period-2 cycle whose exponent is
+    ln 2; the negated map x -> -x keeps the same cycle with exponent 0 and is a plain (neutral) cycle."""
+    def expanding(x):
+        return -torch.sign(x) * (1 + 2 * (x.abs() - 1))
+
+    row = jacobiscope.measure(expanding, torch.tensor([1.0], dtype=torch.float64), loops=100)
+    evidence = row.results["regime"].evidence
+    assert row.regime == "periodic" and evidence["period"] == 2 and evidence["rest_on_repeller"] is True
+    assert row.lyapunov["exponents"][0] == pytest.approx(math.log(2), abs=1e-6)
+    assert any(flag.startswith("rests on a repelling cycle") for flag in row.flags)
+
+    neutral = jacobiscope.measure(lambda x: -x, torch.tensor([1.0], dtype=torch.float64), loops=100)
+    assert neutral.regime == "periodic" and "rest_on_repeller" not in neutral.results["regime"].evidence
+    assert not any("repelling" in flag for flag in neutral.flags)
+
+
 def test_diverging_rules():
     square = jacobiscope.LoopedMap(lambda x: x * x + 1.0, x0=torch.tensor([2.0], dtype=torch.float64))
     with warnings.catch_warnings():

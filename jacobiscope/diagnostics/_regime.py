@@ -131,6 +131,11 @@ class Regime(Diagnostic):
                 # returns 0): without a flag the row would show NaN numbers and a verdict with no reason given.
                 context.flags.append(f"Jacobian NaN/Inf at loop {loop} (the states stay finite) — the results that "
                                      "use it are NaN; compute in float64 (dtype=torch.float64) or check the weights")
+        if verdict.evidence.get("rest_on_repeller"):
+            # a report's verdict column says "converging"; the flag keeps the caveat beside it in every table
+            what = "cycle" if verdict.evidence.get("period") else "fixed point"
+            context.flags.append(f"rests on a repelling {what} (rho(J) = {verdict.evidence['spectral_radius']:.3g}), "
+                                 "reached exactly: a perturbation grows; see the regime's reason")
         evidence = dict(verdict.evidence)
         evidence["judged_on"] = "state"
         judged = _on_normalized_state(context, verdict, lyapunov, eigen, norms)

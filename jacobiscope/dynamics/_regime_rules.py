@@ -48,6 +48,8 @@ def _rule_fixed_point(seen: _Observed, limits: RegimeThresholds):
                             "steps decay: a marginally stable fixed point")
         if unstable and steps.late > 0:
             return _unstable_fixed_point(seen, limits, f"the steps fell to {steps.ratio:.2g} of the largest")
+        if unstable:
+            return _exact_rest_on_repeller(seen)
         return _verdict(Regime.CONVERGING, seen, f"the steps fell to {steps.ratio:.2g} of the largest: a fixed point"
                         f"{'; ' + _exponent_text(seen) if estimate is not None else ''}")
     shrinking = steps.shrinking()
@@ -72,6 +74,20 @@ def _unstable_fixed_point(seen: _Observed, limits: RegimeThresholds, observed: s
                     f"{seen.evidence['loops_needed']} loops")
 
 
+def _exact_rest_on_repeller(seen: _Observed) -> RegimeVerdict:
+    """The steps fell to exactly 0 on a point where the Jacobian has an eigenvalue outside the unit circle. The loop
+    does rest there — the same input gives the same output forever — but only because the state landed on the point
+    exactly: floating-point rounding (a map that shifts binary digits, as the doubling or tent map does, empties a
+    float64 state in about 53 loops) or a start on the point's stable set. Any perturbation grows by rho(J) per loop,
+    so the verdict says so instead of calling the point an attractor."""
+    seen.evidence["rest_on_repeller"] = True
+    exponent = f"; {_exponent_text(seen)}" if seen.estimate is not None else ""
+    return _verdict(Regime.CONVERGING, seen, f"the steps fell to exactly 0: the state rests on a fixed point, but "
+                    f"rho(J) = {seen.spectral_radius:.3g} > 1 there — it repels, and the loop stays only because it "
+                    "landed on it exactly (rounding, e.g. a map that shifts binary digits, or a start on its stable "
+                    f"set); a perturbation grows about {seen.spectral_radius:.3g}x per loop{exponent}")
+
+
 def _rule_periodic(seen: _Observed, limits: RegimeThresholds):
     seen.evidence["period"] = 0
     if seen.trajectory is None or limits.max_period < 2:
@@ -84,6 +100,14 @@ def _rule_periodic(seen: _Observed, limits: RegimeThresholds):
         return None
     seen.evidence["period"] = returns.period
     text = f"; {_exponent_text(seen)}" if seen.estimate is not None else ""
+    estimate = seen.estimate
+    if estimate is not None and estimate.low > 0 and estimate.low * max(estimate.last_loop, 1) >= 1:
+        # a cycle whose tangents grow (by more than one e-fold over the run, so not a neutral drift on a norm
+        # sphere): it repels, and the loop keeps it only because it landed on it exactly (as in
+        # `_exact_rest_on_repeller`); a perturbation leaves it
+        seen.evidence["rest_on_repeller"] = True
+        text += (": a repelling cycle, kept only because the state landed on it exactly (rounding or a start on "
+                 "its stable set); a perturbation leaves it")
     return _verdict(Regime.PERIODIC, seen, f"the orbit repeats with period {returns.period} (returns within "
                     f"{returns.closest_residual:.2g} of a step){text}")
 

@@ -70,8 +70,12 @@ def classify_dynamics(*, max_lyapunov=None, max_lyapunov_stderr=None, lyapunov_h
     2. **converging**: the steps collapsed (late step <= ``decay_ratio`` x largest), unless lambda_max is
        critical (rule 5: then a marginally stable fixed point, ``critical``); or the steps shrink exponentially
        (a significantly negative log-slope) while the interval is below 0. Either way **undetermined** instead when
-       the Jacobian's spectral radius at the last state exceeds ``fixed_point_radius`` (an unstable point).
-    3. **periodic**: a period ``p`` in ``2..max_period`` closes (``period_rtol``).
+       the Jacobian's spectral radius at the last state exceeds ``fixed_point_radius`` (an unstable point) — but
+       when the steps fell to exactly 0 there, the loop does rest on it: **converging** with
+       ``evidence["rest_on_repeller"]`` and a reason saying the point repels (reached exactly, by rounding or a
+       start on its stable set; the doubling map empties a float64 state this way).
+    3. **periodic**: a period ``p`` in ``2..max_period`` closes (``period_rtol``); a cycle whose interval lies
+       above 0 by more than one e-fold over the run repels and carries ``rest_on_repeller`` too.
     4. **undetermined** when lambda_max was measured but the run is still in its transient (drift above
        ``drift_tol`` and above the interval's half-width).
     4b. **converging** when lambda_max is -inf exactly: the Jacobians annihilate every tangent direction (a
