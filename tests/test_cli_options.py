@@ -180,6 +180,39 @@ def test_no_parser_takes_abbreviations(capsys):
     assert "did you mean --limit?" in _error_line(["sudoku", "eval", "itrsa-sudoku", "--limi", "3"], capsys)
 
 
+def test_did_you_mean_offers_only_the_chosen_commands_options(capsys):
+    """argparse reports leftovers from the root parser; the suggestion must be an option of the command typed
+    ('demo' has --steps, not analyze's --loops), and a word other tools use maps to ours (--dtype -> --float64)."""
+    demo = _error_line(["demo", "--loops", "3"], capsys)
+    assert "did you mean --steps?" in demo and "'jacobiscope demo --help'" in demo
+    assert "did you mean --float64?" in _error_line(["analyze", "itrsa-sudoku", "--dtype", "float64"], capsys)
+    assert "did you mean --device?" in _error_line(["analyze", "itrsa-sudoku", "--gpu"], capsys)
+    plain = _error_line(["hub", "list", "--zzzz"], capsys)
+    assert "did you mean" not in plain and "'jacobiscope hub list --help'" in plain
+    from jacobiscope.cli._parser import _SYNONYMS, _all_flags
+
+    flags = _all_flags(build_parser())
+    assert all(target in flags for targets in _SYNONYMS.values() for target in targets)
+
+
+def test_device_is_checked_before_the_model_loads(capsys, tmp_path):
+    """--device names a device this machine has; the run on 'cpu' equals the run without it, row for row."""
+    line = _error_line(["analyze", "itrsa-sudoku", "--device", "meta"], capsys)
+    assert "argument --device: 'meta' holds no numbers" in line
+    assert "is not a device name" in _error_line(["analyze", "itrsa-sudoku", "--device", "floop"], capsys)
+    if not torch.cuda.is_available():
+        assert "'cuda' is not available" in _error_line(["analyze", "itrsa-sudoku", "--device", "cuda"], capsys)
+    reports = []
+    for extra in ([], ["--device", "cpu"]):
+        out = tmp_path / f"report{len(extra)}.json"
+        assert main(["analyze", "itrsa-sudoku", "--loops", "4", "--puzzles", "1", "--quiet", "--diagnostics",
+                     "spectral_norm,lyapunov", "--json", str(out)] + extra) == 0
+        reports.append(jacobiscope.Report.from_json(out))
+    capsys.readouterr()
+    assert reports[1].provenance["device"] == "cpu" and reports[1].provenance["arguments"]["device"] == "cpu"
+    assert reports[0].rows[0].lyapunov["exponents"] == reports[1].rows[0].lyapunov["exponents"]
+
+
 @pytest.mark.parametrize("argv, suggestion", [
     (["analyz", "minilm"], "did you mean 'analyze'?"),
     (["sudoku", "evl", "x"], "did you mean 'eval'?"),

@@ -200,7 +200,8 @@ def analyze(args) -> int:
         with stop_on_sigterm():
             report = run_analysis(model, inputs, tokenizer=tokenizer, layers=None if looping else args.layers,
                                   mode=args.mode, loops=args.loops, diagnostics=args.diagnostics, k=args.k,
-                                  dtype=torch.float64 if args.float64 else None, eta=args.eta, seed=args.seed,
+                                  dtype=torch.float64 if args.float64 else None, device=args.device,
+                                  eta=args.eta, seed=args.seed,
                                   progress=not args.quiet, input_labels=labels, recurrence=args.recurrence,
                                   options=options, checkpoint=checkpoint, resume=args.resume, **sizes)
     except KeyboardInterrupt as stop:
@@ -246,7 +247,7 @@ def _known_arguments(args, sizes: dict, options: dict) -> dict:
 
     known = {"mode": args.mode, "recurrence": args.recurrence, "loops": args.loops, "k": args.k, "seed": args.seed,
              "diagnostics": list(resolve_diagnostics(args.diagnostics)), "dtype": "float64" if args.float64 else None,
-             "eta": args.eta, "options": options}
+             "eta": args.eta, "options": options, "device": args.device}
     known.update({name: sizes.get(name, default) for name, default in
                   (("eigen_k", 4), ("eigen_restarts", 4), ("spectral_samples", 3))})
     return known

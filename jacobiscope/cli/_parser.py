@@ -55,6 +55,15 @@ def cli_budget(kind: str) -> int:
     return CLI_BUDGETS[kind]
 
 
+#: Words other tools use for an option we spell differently (difflib would offer '--text' for '--dtype').
+_SYNONYMS = {
+    "--dtype": ("--float64",), "--double": ("--float64",), "--fp64": ("--float64",), "--precision": ("--float64",),
+    "--iterations": ("--loops", "--steps"), "--n-loops": ("--loops",), "--loops": ("--steps",),
+    "--output": ("--out",), "-o": ("--out",), "--gpu": ("--device",), "--cuda": ("--device",),
+    "--input": ("--text", "--puzzle"), "--prompt": ("--text",), "--layer": ("--layers",),
+}
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse that raises `UsageError` (one line, with the fix) instead of printing usage and exiting."""
 
@@ -62,6 +71,27 @@ class _Parser(argparse.ArgumentParser):
         # No abbreviations: '--loop 3' must not pass as '--loops 3' (nor '--k' as '--keep' one day).
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
+
+    def parse_args(self, args=None, namespace=None):
+        # argparse reports leftover words from the root parser, whose "did you mean" would then offer any
+        # subcommand's flag ('demo --loops' suggested --loops, an analyze flag); judge them by the chosen command
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            _chosen(self, parsed)._unrecognized(extras)
+        return parsed
+
+    def _unrecognized(self, words):
+        message = f"unrecognized arguments: {' '.join(words)}"
+        flags = sorted(_all_flags(self) - {"--help", "--version", "--debug"})
+        for word in words:
+            synonym = _SYNONYMS.get(word.split("=")[0], ())
+            close = [flag for flag in synonym if flag in flags]
+            close = close or difflib.get_close_matches(word.split("=")[0], flags, n=1, cutoff=0.6) if word.startswith(
+                "-") else []
+            if close and close[0] != word.split("=")[0]:
+                raise UsageError(message, f"did you mean {close[0]}? see '{self.prog} --help' (options are "
+                                 "never abbreviated)")
+        raise UsageError(message, f"see '{self.prog} --help'")
 
     def error(self, message: str):
         if " — " in message:
@@ -82,6 +112,16 @@ class _Parser(argparse.ArgumentParser):
                     raise UsageError(message, f"did you mean {close[0]}? see '{self.prog} --help' (options are "
                                      "never abbreviated)")
         raise UsageError(message, f"see '{self.prog} --help'")
+
+
+def _chosen(parser: argparse.ArgumentParser, parsed: argparse.Namespace) -> argparse.ArgumentParser:
+    """The (sub)command parser the parsed words chose, at any depth: the one whose options the words must match."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            sub = action.choices.get(getattr(parsed, action.dest, None) or "")
+            if isinstance(sub, _Parser):
+                return _chosen(sub, parsed)
+    return parser
 
 
 def _all_flags(parser: argparse.ArgumentParser) -> set:
@@ -173,6 +213,19 @@ def seed(text: str) -> int:
         raise argparse.ArgumentTypeError(f"a seed is a 32-bit integer (0 to {MAX_SEED}), got {text} — pass a "
                                          "smaller seed, e.g. 0")
     return value
+
+
+def device_name(text: str) -> str:
+    """A device this machine has (``cuda`` without CUDA is refused here, before any model loads)."""
+    from .._analyze_options import check_device
+    from ..errors import ArgumentError
+
+    try:
+        check_device(text)
+    except ArgumentError as error:
+        reason = str(error).split(" — ")[0].replace(f"device={text!r} ", "")
+        raise argparse.ArgumentTypeError(f"{text!r} {reason} — pass e.g. --device cpu, or leave it out") from None
+    return text
 
 
 def nonnegative_int(text: str) -> int:
@@ -369,6 +422,8 @@ def _add_analyze(commands) -> None:
                          help="set a diagnostic's option or an analyze size, e.g. --option eigen_restarts=16 or "
                          "--option halting_thresholds=1e-2,1e-3; repeatable; names below (default: none)")
     analyze.add_argument("--float64", action="store_true", help="compute in float64 (default: the model's dtype)")
+    analyze.add_argument("--device", type=device_name, help="run the diagnostics on this device, e.g. cuda or "
+                         "cuda:1 (the block is copied there; default: where the model loads, the CPU)")
     analyze.add_argument("--seed", type=seed, default=0, help="seed of every random start vector")
     analyze.add_argument("--out", help="write a self-contained HTML report to this file (default: none)")
     analyze.add_argument("--json", help="write the report as JSON to this file, updated after every finished row, "
