@@ -273,7 +273,7 @@ def test_load_csv_tolerates_comma_space_blank_lines_header_and_dots(tmp_path, sm
 
 def test_load_csv_reads_the_columns_a_header_names(tmp_path, small_rows):
     """HRM's sudoku-extreme (source,question,answer,rating with '.' blanks), a tab-separated file with the solution
-    first, a semicolon file, and puzzles alone under a puzzle,solution header: the same rows each time."""
+    first, a semicolon file, a space-aligned file, and puzzles alone under a puzzle,solution header: the same rows each time."""
     hrm = tmp_path / "extreme.csv"
     hrm.write_text("source,question,answer,rating\n" + "".join(
         f"set{i},{p.replace('0', '.')},{s},{i}\n" for i, (p, s) in enumerate(small_rows)))
@@ -284,6 +284,10 @@ def test_load_csv_reads_the_columns_a_header_names(tmp_path, small_rows):
     semicolons = tmp_path / "semicolons.csv"
     semicolons.write_text("".join(f"{p};{s}\n" for p, s in small_rows))
     check_dataset(sudoku.load_csv(semicolons), small_rows)
+    spaces = tmp_path / "spaces.txt"  # aligned by hand: runs of spaces (and a stray tab) separate the fields
+    spaces.write_text("quizzes    solutions\n" + "".join(f"{p.replace('0', '.')}   {s}\n" if i % 2 else f"{p} \t{s}\n"
+                                                         for i, (p, s) in enumerate(small_rows)))
+    check_dataset(sudoku.load_csv(spaces), small_rows)
     alone = tmp_path / "alone.csv"
     p, s = small_rows[1]
     alone.write_text(f"puzzle,solution\n{p}\n")

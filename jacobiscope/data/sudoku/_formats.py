@@ -125,19 +125,25 @@ def _regular(path: Path, what: str) -> None:
 #: HRM's sudoku-extreme source,question,answer,rating; puzzle,solution), matched without case.
 PUZZLE_COLUMNS = ("puzzle", "puzzles", "quiz", "quizzes", "question", "questions", "problem", "board", "input", "q")
 SOLUTION_COLUMNS = ("solution", "solutions", "answer", "answers", "target", "label", "labels", "a")
-_DELIMITERS = (",", "\t", ";")
+_DELIMITERS = (",", "\t", ";", " ")
 
 
 def _delimiter(text: str) -> str:
-    """The field separator of a file, from its first line: a comma, else a tab, else a semicolon (a comma when the
-    line has none of them: a puzzle alone)."""
+    """The field separator of a file, from its first line: a comma, else a tab, else a semicolon, else spaces (a
+    comma when the line has none of them: a puzzle alone)."""
     return next((d for d in _DELIMITERS if d in text), ",")
+
+
+def _split(text: str, delimiter: str) -> list[str]:
+    """A line's fields; a space separator means any run of spaces ('puzzle  solution' aligned by hand)."""
+    parts = text.split() if delimiter == " " else text.split(delimiter)
+    return [part.strip().strip('"') for part in parts]
 
 
 def _named_columns(header_line: str, delimiter: str, path) -> tuple[int, int] | None:
     """``(puzzle column, solution column)`` a header names, None for a two-column header that names neither (its
     rows are read as puzzle,solution); a wider header must name at least the puzzle column."""
-    names = [f.strip().strip('"').lower() for f in header_line.split(delimiter)]
+    names = [name.lower() for name in _split(header_line, delimiter)]
     puzzle = next((i for i, name in enumerate(names) if name in PUZZLE_COLUMNS), None)
     solution = next((i for i, name in enumerate(names) if name in SOLUTION_COLUMNS and i != puzzle), None)
     if puzzle is None and len(names) > 2:
@@ -171,7 +177,7 @@ def _read_csv(path, header, limit):
                 is_first, first = first, False
                 if is_first:
                     delimiter = _delimiter(text)
-                fields = [f.strip().strip('"') for f in text.split(delimiter)]
+                fields = _split(text, delimiter)
                 # "auto" skips only a line of words (no board field), so a typo in the first data row still
                 # raises instead of silently dropping that row.
                 if is_first and (header is True or (header == "auto" and re.search(r"[A-Za-z]", text)
@@ -204,7 +210,7 @@ def _row(fields, columns, header_line, path, number, text) -> tuple[str, str | N
     ``puzzle,solution`` or a puzzle alone."""
     if columns is not None:
         puzzle_at, solution_at = columns
-        width = len(header_line.split(_delimiter(header_line)))
+        width = len(_split(header_line, _delimiter(header_line)))
         if len(fields) < width:  # trailing columns left out (a puzzle alone under puzzle,solution): empty
             fields = fields + [""] * (width - len(fields))
         puzzle = fields[puzzle_at] if len(fields) == width else None
@@ -281,7 +287,7 @@ def load_csv(path, *, header="auto", limit: int | None = None, validate: bool = 
 
     Arguments:
         path: the file. Digits are read as strings, so leading zeros are never lost; fields may be separated
-            by ``,`` or ``, `` (a tab or ``;`` when the first line has no comma); blank lines are skipped; '.'
+            by ``,`` or ``, `` (a tab, ``;`` or spaces when the first line has no comma); blank lines are skipped; '.'
             blanks become '0'. A header that names its columns picks them (`PUZZLE_COLUMNS`,
             `SOLUTION_COLUMNS`: HRM's sudoku-extreme ``source,question,answer,rating`` reads question and answer).
             A line holding a puzzle alone gets its unique solution from the exact solver; a puzzle with no solution or several raises, naming its line (board accuracy needs
