@@ -189,10 +189,10 @@ def test_did_you_mean_offers_only_the_chosen_commands_options(capsys):
     assert "did you mean --device?" in _error_line(["analyze", "itrsa-sudoku", "--gpu"], capsys)
     plain = _error_line(["hub", "list", "--zzzz"], capsys)
     assert "did you mean" not in plain and "'jacobiscope hub list --help'" in plain
-    from jacobiscope.cli._parser import _SYNONYMS, _all_flags
+    from jacobiscope.cli._suggestions import SYNONYMS, all_flags
 
-    flags = _all_flags(build_parser())
-    assert all(target in flags for targets in _SYNONYMS.values() for target in targets)
+    flags = all_flags(build_parser())
+    assert all(target in flags for targets in SYNONYMS.values() for target in targets)
 
 
 def test_device_is_checked_before_the_model_loads(capsys, tmp_path):

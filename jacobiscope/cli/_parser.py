@@ -10,6 +10,7 @@ import difflib
 import re
 
 from ..errors import UsageError
+from ._suggestions import chosen_parser, flag_hint
 
 __all__ = ["UsageError", "build_parser", "CLI_BUDGETS", "cli_budget", "option_pair"]
 
@@ -55,15 +56,6 @@ def cli_budget(kind: str) -> int:
     return CLI_BUDGETS[kind]
 
 
-#: Words other tools use for an option we spell differently (difflib would offer '--text' for '--dtype').
-_SYNONYMS = {
-    "--dtype": ("--float64",), "--double": ("--float64",), "--fp64": ("--float64",), "--precision": ("--float64",),
-    "--iterations": ("--loops", "--steps"), "--n-loops": ("--loops",), "--loops": ("--steps",),
-    "--output": ("--out",), "-o": ("--out",), "--gpu": ("--device",), "--cuda": ("--device",),
-    "--input": ("--text", "--puzzle"), "--prompt": ("--text",), "--layer": ("--layers",),
-}
-
-
 class _Parser(argparse.ArgumentParser):
     """argparse that raises `UsageError` (one line, with the fix) instead of printing usage and exiting."""
 
@@ -77,20 +69,14 @@ class _Parser(argparse.ArgumentParser):
         # subcommand's flag ('demo --loops' suggested --loops, an analyze flag); judge them by the chosen command
         parsed, extras = self.parse_known_args(args, namespace)
         if extras:
-            _chosen(self, parsed)._unrecognized(extras)
+            chosen_parser(self, parsed)._unrecognized(extras)
         return parsed
 
     def _unrecognized(self, words):
         message = f"unrecognized arguments: {' '.join(words)}"
-        flags = sorted(_all_flags(self) - {"--help", "--version", "--debug"})
-        for word in words:
-            synonym = _SYNONYMS.get(word.split("=")[0], ())
-            close = [flag for flag in synonym if flag in flags]
-            close = close or difflib.get_close_matches(word.split("=")[0], flags, n=1, cutoff=0.6) if word.startswith(
-                "-") else []
-            if close and close[0] != word.split("=")[0]:
-                raise UsageError(message, f"did you mean {close[0]}? see '{self.prog} --help' (options are "
-                                 "never abbreviated)")
+        hint = flag_hint(self, words)
+        if hint:
+            raise UsageError(message, f"did you mean {hint}? see '{self.prog} --help' (options are never abbreviated)")
         raise UsageError(message, f"see '{self.prog} --help'")
 
     def error(self, message: str):
@@ -104,35 +90,8 @@ class _Parser(argparse.ArgumentParser):
             raise UsageError(message, f"{hint}see '{self.prog} --help'")
         unknown = re.match(r"unrecognized arguments: (.*)", message)
         if unknown:
-            flags = sorted(_all_flags(self) - {"--help", "--version", "--debug"})
-            for word in unknown.group(1).split():
-                close = difflib.get_close_matches(word.split("=")[0], flags, n=1, cutoff=0.6) if word.startswith(
-                    "-") else []
-                if close:
-                    raise UsageError(message, f"did you mean {close[0]}? see '{self.prog} --help' (options are "
-                                     "never abbreviated)")
+            self._unrecognized(unknown.group(1).split())
         raise UsageError(message, f"see '{self.prog} --help'")
-
-
-def _chosen(parser: argparse.ArgumentParser, parsed: argparse.Namespace) -> argparse.ArgumentParser:
-    """The (sub)command parser the parsed words chose, at any depth: the one whose options the words must match."""
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            sub = action.choices.get(getattr(parsed, action.dest, None) or "")
-            if isinstance(sub, _Parser):
-                return _chosen(sub, parsed)
-    return parser
-
-
-def _all_flags(parser: argparse.ArgumentParser) -> set:
-    """Every option string of ``parser`` and of its subcommands, at any depth (for "did you mean")."""
-    flags = set()
-    for action in parser._actions:
-        flags.update(action.option_strings)
-        if isinstance(action, argparse._SubParsersAction):
-            for sub in action.choices.values():
-                flags |= _all_flags(sub)
-    return flags
 
 
 class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
