@@ -88,7 +88,10 @@ def analyze(
         ([0, 1], True)
 
     Arguments:
-        model: a transformers model (see `looped_block` for the families and the adapter mechanism).
+        model: a transformers model (see `looped_block` for the families and the adapter mechanism), or its name:
+            ``"minilm"``, a shipped checkpoint (``"itrsa-sudoku"``), a model folder or a Hub id in the local cache,
+            loaded as `jacobiscope.hub.load_pretrained` loads it (safetensors, offline, no remote code: load a
+            remote-code model yourself with ``trust_remote_code=True`` and pass the object).
         inputs: a string or list of strings, a tokenized batch (padding is removed per example: each example's
             state is exactly its tokens), token ids, pixel values, or hidden states ``[B, S, hidden]``.
         tokenizer: for text, when the model's folder has none.
@@ -142,6 +145,7 @@ def analyze(
     gathered on every process (torch.func runs on the unwrapped model).
     """
     diagnostics = resolve_diagnostics(diagnostics)
+    model = _loaded(model)
     check_options(k, eigen_k, spectral_samples, loops, seed, eigen_restarts, dtype, device, input_labels, progress)
     options = check_diagnostic_options(diagnostics, options)
     # Plain ints from here on (numpy integers are accepted, and would not serialize into the report).
@@ -157,6 +161,17 @@ def analyze(
         run = _Run(source, diagnostics, sizes, options, arguments, store, dtype, device, started)
         rows = run.measure_all(progress)
     return run.report(rows, time.perf_counter() - started)
+
+
+def _loaded(model):
+    """A model given by name — 'minilm', a shipped checkpoint, a model folder, a Hub id in the local cache — loads as
+    `jacobiscope.hub.load_pretrained` loads it (safetensors only, offline, no remote code), as the command line's
+    ``jacobiscope analyze NAME`` does; anything else is returned as it came."""
+    if isinstance(model, bool) or not isinstance(model, (str, os.PathLike)):
+        return model
+    from .hub import load_pretrained
+
+    return load_pretrained(model)
 
 
 class _Run:

@@ -170,6 +170,8 @@ def load_pretrained(name_or_path, *, trust_remote_code: bool = False, strict: bo
 
     from . import models  # noqa: F401 - registers the Sudoku models with AutoModel
 
+    if text.strip().lower() in MINILM_NAMES:  # the command line's 'minilm' names the same weights here
+        text = locate_model(text)
     path = resolve_checkpoint(text)
     folder = Path(path).expanduser()
     shipped = shipped_checkpoints()
@@ -181,12 +183,17 @@ def load_pretrained(name_or_path, *, trust_remote_code: bool = False, strict: bo
         path = str(folder)
         where = folder / kwargs["subfolder"] if kwargs.get("subfolder") else folder
         weight_files = _check_model_folder(where, variant=kwargs.get("variant"), trust_remote_code=trust_remote_code)
-    elif text not in shipped and not (_REPO_ID.match(text) and "/" in text and "--" not in text and ".." not in text):
+    elif text not in shipped and not (_REPO_ID.match(text) and "--" not in text and ".." not in text and (
+            # a bare name ('gpt2', 'bert-base-uncased': the Hub's canonical ids) is a Hub id when cached or fetched;
+            # otherwise it is far likelier a typo of a shipped name
+            "/" in text or download or _cached_snapshot(text) is not None)):
         names = ", ".join(shipped) or "none"
         if os.sep in text or text.startswith((".", "~")):
             raise HubError(f"no such model folder {text!r} — check the path, or pass a shipped name ({names})")
-        raise HubError(f"unknown checkpoint {text!r}{did_you_mean(text, shipped)}: not a folder, not a shipped name "
-                       f"({names}), not a Hub repo id — pass one of those")
+        raise HubError(f"unknown checkpoint {text!r}{did_you_mean(text, [MINILM_NAMES[0], *shipped])}: not a folder, "
+                       f"not '{MINILM_NAMES[0]}' (the bundled all-MiniLM-L6-v2), not a shipped name "
+                       f"({names}), not a Hub repo id in the local cache — pass one of those (download=True fetches "
+                       "a Hub id)")
     else:
         weight_files = []
         if not download:

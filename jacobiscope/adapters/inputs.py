@@ -148,7 +148,31 @@ def _from_sequence(model, inputs: list, tokenizer, max_length) -> ModelInputs:
     labels = [text if len(text) <= 40 else text[:37] + "..." for text in inputs]
     prepared = _from_mapping(model, dict(encoded), labels, "mapping", tokenized=True)
     _say_truncation(tokenizer, inputs, encoded, max_length, prepared)
+    _say_only_special_tokens(tokenizer, encoded, prepared)
     return prepared
+
+
+def _say_only_special_tokens(tokenizer, encoded, prepared: "ModelInputs") -> None:
+    """A text that is not blank to ``str.strip`` but that the tokenizer drops entirely (a zero-width space, control
+    characters) reaches the model as its special tokens alone, [CLS] [SEP]: that is measured, and said in the notes
+    and the example's rows, since the row's label shows a text the model never read."""
+    ids, mask = encoded.get("input_ids"), encoded.get("attention_mask")
+    special = set(getattr(tokenizer, "all_special_ids", None) or [])
+    if not special or not isinstance(ids, torch.Tensor) or ids.dim() != 2:
+        return
+    flags = prepared.flags or [[] for _ in range(ids.shape[0])]
+    for index in range(ids.shape[0]):
+        kept = ids[index] if not isinstance(mask, torch.Tensor) or mask.shape != ids.shape else ids[index][
+            mask[index].bool()]
+        if kept.numel() and all(int(token) in special for token in kept):
+            shown = " ".join(tokenizer.convert_ids_to_tokens(kept.tolist())) if hasattr(
+                tokenizer, "convert_ids_to_tokens") else str(kept.tolist())
+            flag = (f"input {index} became only the tokenizer's special tokens ({shown}): the model reads it as an "
+                    "empty text — check the text (invisible characters?)")
+            flags[index].append(flag)
+            prepared.notes.append(flag)
+    if any(flags):
+        prepared.flags = flags
 
 
 def _say_truncation(tokenizer, texts: list, encoded, max_length, prepared: "ModelInputs") -> None:
