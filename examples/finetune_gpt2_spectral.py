@@ -98,7 +98,12 @@ def main() -> None:
     trainer.train()
     metrics = trainer.evaluate()
     print(json.dumps({k: v for k, v in metrics.items() if k.startswith("eval_")}, indent=1))
-    last = [entry for entry in trainer.state.log_history if "spec_penalty" in entry][-1]
+    logged = [entry for entry in trainer.state.log_history if "spec_penalty" in entry]
+    if not logged:  # --logging_steps larger than the run: nothing was logged, which is said rather than raised
+        print(f"[reg] no penalty was logged: --logging_steps {args.logging_steps} exceeds the {trainer.state.global_step}"
+              " steps run — pass a smaller --logging_steps")
+        return
+    last = logged[-1]
     print(json.dumps({k: last[k] for k in ("step", "spec_penalty", "spec_sigma_max", "jacobian_sigma") if k in last}))
 
 
