@@ -23,7 +23,8 @@ class LyapunovMeasurement(DiagnosticResult):
         >>> result.max, result.columns()
         (-0.69, {})
 
-    ``exponents`` are whole-run averages. The summary table, the verdict line and the figures show one lambda_max:
+    ``exponents`` are whole-run averages. ``kaplan_yorke`` is NaN when the ``k`` exponents measured still sum to
+    ``>= 0``: the dimension is then at least ``k`` (measure with a larger ``k``), not a failed measurement. The summary table, the verdict line and the figures show one lambda_max:
     the verdict's late-half estimate with its 95% interval (the regime's column, `lambda_interval`), so this
     result adds no column of its own.
     """
