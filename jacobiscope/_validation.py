@@ -214,13 +214,15 @@ def did_you_mean(value, known) -> str:
     Example::
 
         >>> from jacobiscope._validation import did_you_mean
-        >>> did_you_mean("cor", ["core", "cycle"])
-        " (did you mean 'core'?)"
+        >>> did_you_mean("cor", ["core", "cycle"]), did_you_mean("CYCLE", ["core", "cycle"])
+        (" (did you mean 'core'?)", " (did you mean 'cycle'?)")
     """
     import difflib
 
-    close = difflib.get_close_matches(str(value), [str(name) for name in known], n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+    # without case: 'ITRSA-SUDOKU' shares no letter with 'itrsa-sudoku' to difflib, yet it is the nearest miss
+    names = {str(name).lower(): str(name) for name in known}
+    close = difflib.get_close_matches(str(value).lower(), list(names), n=1, cutoff=0.6)
+    return f" (did you mean {names[close[0]]!r}?)" if close else ""
 
 
 def one_of(value, name: str, choices: tuple, error=ArgumentError):

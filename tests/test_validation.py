@@ -17,7 +17,7 @@ def test_one_of_returns_a_listed_choice_as_given(value):
 @pytest.mark.parametrize("value, words", [
     ("two-trajectory", "method must be 'qr' or 'two_trajectory', got 'two-trajectory' (did you mean "
                        "'two_trajectory'?) — pass one of them."),
-    ("QR", "method must be 'qr' or 'two_trajectory', got 'QR' — pass one of them."),
+    ("QR", "method must be 'qr' or 'two_trajectory', got 'QR' (did you mean 'qr'?) — pass one of them."),
     (None, "method must be 'qr' or 'two_trajectory', got None — pass one of them."),
     (["qr"], "method must be 'qr' or 'two_trajectory', got ['qr'] — pass one of them."),
     ("x" * 100, "got '" + "x" * 56 + "... — pass one of them."),
@@ -40,6 +40,9 @@ def test_one_of_keeps_bools_and_ints_apart():
 def test_did_you_mean_and_positive_int_edges():
     assert did_you_mean("atention", ["block", "attention"]) == " (did you mean 'attention'?)"
     assert did_you_mean(3, ["block", "attention"]) == ""
+    # case is ignored in the match and kept in the answer: the name as it must be typed
+    assert did_you_mean("ITRSA-SUDOKU", ["akorn-sudoku", "itrsa-sudoku"]) == " (did you mean 'itrsa-sudoku'?)"
+    assert did_you_mean("zoo/Akorn-N4", ["zoo/akorn-n4", "zoo/akorn-n8"]) == " (did you mean 'zoo/akorn-n4'?)"
     for bad in (True, 0, -2, 1.5, math.nan, "3"):
         with pytest.raises(ArgumentError, match="loops must be a positive int"):
             positive_int(bad, "loops")

@@ -75,8 +75,9 @@ def _refuse_inside_inputs(outputs: dict, inputs: dict, *, replaced=()) -> None:
 def _suggest(word: str, options) -> str:
     import difflib
 
-    close = difflib.get_close_matches(str(word), [str(option) for option in options], n=1, cutoff=0.5)
-    return f"did you mean {close[0]!r}? " if close else ""
+    names = {str(option).lower(): str(option) for option in options}  # without case, as `did_you_mean`
+    close = difflib.get_close_matches(str(word).lower(), list(names), n=1, cutoff=0.5)
+    return f"did you mean {names[close[0]]!r}? " if close else ""
 
 
 def _check_puzzles(puzzles: list[str]) -> list[str]:
