@@ -213,6 +213,20 @@ def test_device_is_checked_before_the_model_loads(capsys, tmp_path):
     assert reports[0].rows[0].lyapunov["exponents"] == reports[1].rows[0].lyapunov["exponents"]
 
 
+@pytest.mark.parametrize("command", [["sudoku", "eval", "itrsa-sudoku"], ["tasks", "eval", "hrm-text-addition"]])
+def test_the_eval_commands_take_a_device_too(capsys, command):
+    """sudoku eval / tasks eval --device: refused before loading when the machine lacks it; on 'cpu' the same table
+    as without it."""
+    assert "argument --device: 'meta' holds no numbers" in _error_line(command + ["--device", "meta"], capsys)
+    small = (["--loops", "16", "--split", "id", "--limit", "20"] if command[0] == "sudoku"
+             else ["--loops", "1-2", "--n", "20"]) + ["--quiet"]
+    tables = []
+    for extra in ([], ["--device", "cpu"]):
+        assert main(command + small + extra) == 0
+        tables.append([line for line in capsys.readouterr().out.splitlines() if "%" in line])
+    assert tables[0] == tables[1] and tables[0]
+
+
 @pytest.mark.parametrize("argv, suggestion", [
     (["analyz", "minilm"], "did you mean 'analyze'?"),
     (["sudoku", "evl", "x"], "did you mean 'eval'?"),

@@ -446,6 +446,8 @@ def _add_sudoku_eval(sudoku_commands) -> None:
     evaluate.add_argument("--data", help="folder or file with the benchmark files (default: the bundled copy, or "
                           "$JACOBISCOPE_SUDOKU_DATA)")
     evaluate.add_argument("--json", help="also write the results as JSON to this file (default: none)")
+    evaluate.add_argument("--device", type=device_name, help="run the model on this device, e.g. cuda (default: "
+                          "the CPU)")
     evaluate.add_argument("--quiet", action="store_true", help="no progress bars (default: bars on stderr)")
     evaluate.set_defaults(handler="sudoku_eval")
 

@@ -187,6 +187,8 @@ def _load_solver(args, location: str):
     from ..recipes._eval_checks import check_votes
 
     model = load_pretrained(location)
+    if getattr(args, "device", None):
+        model = model.to(args.device)
     if not callable(getattr(model, "solve", None)):
         raise UsageError(f"{args.model!r} is not a Sudoku solver (it has no solve method)",
                          "pass itrsa-sudoku, akorn-sudoku or a folder trained with 'jacobiscope sudoku train'")

@@ -47,7 +47,7 @@ def loop_span_list(text: str) -> list[int]:
 
 def add_tasks_parser(commands) -> None:
     """``jacobiscope tasks list|eval`` on the command line's parser (called by `build_parser`)."""
-    from ._parser import _Parser, _subparser, positive_int, seed
+    from ._parser import _Parser, _subparser, device_name, positive_int, seed
 
     tasks = _subparser(commands, "tasks", "the text tasks, and a looped LM's accuracy on them per loop count")
     task_commands = tasks.add_subparsers(dest="tasks_command", required=True, metavar="COMMAND", parser_class=_Parser)
@@ -69,6 +69,8 @@ def add_tasks_parser(commands) -> None:
                           help="instances per trajectory")
     evaluate.add_argument("--out", help="write the accuracy and one record per instance as JSON to this file "
                           "(default: none)")
+    evaluate.add_argument("--device", type=device_name, help="run the model on this device, e.g. cuda (default: "
+                          "the CPU)")
     evaluate.add_argument("--quiet", action="store_true", help="no progress bars (default: bars on stderr)")
     evaluate.set_defaults(handler="tasks_eval")
 
@@ -183,6 +185,8 @@ def tasks_eval(args) -> int:
     from ..recipes._looped_lm_eval_checks import load_looped_lm
 
     model = load_looped_lm(location)
+    if args.device:
+        model = model.to(args.device)
     tokenizer = AutoTokenizer.from_pretrained(location)
     result = evaluate_task(model, task, loops=args.loops, n=args.n, levels=levels, seed=args.seed,
                            batch_size=args.batch_size, tokenizer=tokenizer, progress=not args.quiet)

@@ -57,7 +57,7 @@ def predict_along(model, puzzles, loops=(16, 32, 64, 128), votes: int = 1, batch
             else:
                 predictions = {count: model.solve(chunk, loops=count, batch_size=batch_size, **kwargs) for count in counts}
             for count in counts:
-                parts[count].append(predictions[count])
+                parts[count].append(predictions[count].cpu())  # a model on a GPU: scored beside CPU solutions
             bar.update(len(chunk))
     return {count: torch.cat(chunks) if chunks else puzzles.clone() for count, chunks in parts.items()}
 
