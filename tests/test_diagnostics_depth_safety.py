@@ -66,8 +66,14 @@ def test_a_settling_map_forecasts_no_departure_within_the_horizon_option():
 
 
 def test_without_a_trained_depth_the_last_loop_is_used_and_said():
-    result = run(lambda x: 0.5 * x, torch.ones(3, dtype=F64), 6).results["depth_safety"]
+    row = run(lambda x: 0.5 * x, torch.ones(3, dtype=F64), 6)
+    result = row.results["depth_safety"]
     assert (result.trained_loop, result.trained_from, result.horizon) == (6, "last loop", 24)
+    # the words do not invent a trained depth the map never named
+    sentence = result.sentence()
+    assert sentence.startswith("past loop 6 (the last measured; the map names no trained depth) the loop is ")
+    assert "trained depth (" not in sentence and "trained-depth" not in sentence
+    assert sentence in jacobiscope.Report([row]).summary()
 
 
 def test_a_trained_depth_beyond_the_run_is_flagged_and_the_last_finite_loop_used():

@@ -95,12 +95,20 @@ class DepthSafetyMeasurement(DiagnosticResult):
 
     def sentence(self) -> str:
         """One line for the verdicts: the word and the forecast."""
-        head = f"past its trained depth ({self.trained_loop}) the loop is {self.word}"
         what = "output" if self.judged_on == "output" else "state"
+        if self.trained_from == "last loop":
+            # a map that names no trained depth (a block of a model that is not looped): the forecast starts from the
+            # last loop measured, and saying "trained depth" would invent one
+            head = (f"past loop {self.trained_loop} (the last measured; the map names no trained depth) the loop is "
+                    f"{self.word}")
+            reference = f"loop-{self.trained_loop} {what}"
+        else:
+            head = f"past its trained depth ({self.trained_loop}) the loop is {self.word}"
+            reference = f"trained-depth {what}"
         if self.collapse_loop is None:
             within = self.output_horizon if self.judged_on == "output" else self.horizon
-            return f"{head}: its {what} is not forecast to leave the trained-depth {what} within {within} loops"
-        return f"{head}: forecast to leave the trained-depth {what} at loop {self.leaves_text()}"
+            return f"{head}: its {what} is not forecast to leave the {reference} within {within} loops"
+        return f"{head}: forecast to leave the {reference} at loop {self.leaves_text()}"
 
     def scalars(self) -> dict:
         low, high = (list(self.collapse_interval) + [None, None])[:2]
