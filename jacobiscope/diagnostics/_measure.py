@@ -41,8 +41,20 @@ class _OneTrajectory(torch.nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         state = x[0]
         for _ in range(self.power):
-            state = self.inner(state)
+            state = _tensor_or_refused(self.inner(state), self.inner, x[0])
         return state.unsqueeze(0)
+
+
+def _tensor_or_refused(out, owner, state):
+    """The inner step's output when it is a tensor; else the StepOutputError that names what came back (a tuple
+    from a block that returns ``(hidden, ...)``), instead of the wrapper's own "'tuple' has no unsqueeze"."""
+    if isinstance(out, torch.Tensor):
+        return out
+    from ..maps import as_looped_map
+    from .._map_checks import check_step_output
+
+    check_step_output(owner if hasattr(owner, "name") else as_looped_map(owner), state, out)
+    return out
 
 
 def _one_trajectory(looped, x0, dtype=None):
@@ -65,12 +77,15 @@ def _one_trajectory(looped, x0, dtype=None):
     if looped.batch_dims > 1:
         raise ArgumentError(f"measure takes maps with at most one batch dimension, got batch_dims={looped.batch_dims} "
                             "— reshape the batch into one dimension")
-    # A single-trajectory map: give it a batch dimension of size 1, so every diagnostic sees one convention.
+    # A single-trajectory map: give it a batch dimension of size 1, so every diagnostic sees one convention. One
+    # checked step first, on the state as the user gave it: a step that fails, or returns a tuple, another shape or
+    # dtype, is named in the user's shapes ((3,), not the wrapper's (1, 3)).
+    looped.checked_step(x0)
     drive = looped.drive_function
     with warnings.catch_warnings():  # the user's map warned already (dropout / batch norm in training mode)
         warnings.simplefilter("ignore", RuntimeWarning)
         batched = LoopedMap(_OneTrajectory.of(looped) if looped.module is not None else (
-                                lambda x: looped.step(x[0]).unsqueeze(0)), batch_dims=1,
+                                lambda x: _tensor_or_refused(looped.step(x[0]), looped, x[0]).unsqueeze(0)), batch_dims=1,
                             drive=(lambda x: drive(x[0]).unsqueeze(0)) if drive is not None else None,
                             x0=x0.unsqueeze(0), name=looped.name)
     if looped.module is not None:  # the map's own tensors (a detached or cast copy), under the wrapper's names
