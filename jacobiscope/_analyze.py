@@ -24,6 +24,7 @@ from .report import LayerResult, Report
 from ._analyze_describe import LayerPlan, LayerPlans, describe
 from ._analyze_options import check_diagnostic_options, check_options, resolve_diagnostics
 from ._analyze_resume import CONTINUE_HINT, call_arguments, open_checkpoint
+from .hub import model_or_loaded
 from ._validation import as_int, clamped_count
 
 __all__ = ["analyze", "describe", "DIAGNOSTICS", "LayerPlan", "LayerPlans"]
@@ -145,7 +146,7 @@ def analyze(
     gathered on every process (torch.func runs on the unwrapped model).
     """
     diagnostics = resolve_diagnostics(diagnostics)
-    model = _loaded(model)
+    model = model_or_loaded(model)
     check_options(k, eigen_k, spectral_samples, loops, seed, eigen_restarts, dtype, device, input_labels, progress)
     options = check_diagnostic_options(diagnostics, options)
     # Plain ints from here on (numpy integers are accepted, and would not serialize into the report).
@@ -161,17 +162,6 @@ def analyze(
         run = _Run(source, diagnostics, sizes, options, arguments, store, dtype, device, started)
         rows = run.measure_all(progress)
     return run.report(rows, time.perf_counter() - started)
-
-
-def _loaded(model):
-    """A model given by name — 'minilm', a shipped checkpoint, a model folder, a Hub id in the local cache — loads as
-    `jacobiscope.hub.load_pretrained` loads it (safetensors only, offline, no remote code), as the command line's
-    ``jacobiscope analyze NAME`` does; anything else is returned as it came."""
-    if isinstance(model, bool) or not isinstance(model, (str, os.PathLike)):
-        return model
-    from .hub import load_pretrained
-
-    return load_pretrained(model)
 
 
 class _Run:

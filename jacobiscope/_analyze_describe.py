@@ -192,8 +192,11 @@ def describe(model, inputs, tokenizer=None, layers=None, mode: str | None = None
     ``per_diagnostic_seconds`` holds each diagnostic's estimate, to compare with `LayerResult.timings`.
     The result is a `LayerPlans` list: ``plans.to_dataframe()`` gives one row per plan.
     """
+    from .hub import model_or_loaded
+
     diagnostics = resolve_diagnostics(diagnostics)
     check_options(k, eigen_k, spectral_samples, loops)
+    model = model_or_loaded(model)  # a name loads as in analyze
     plans = LayerPlans()
     with map_source(model, inputs, tokenizer=tokenizer, layers=layers, mode=mode, recurrence=recurrence,
                     max_length=max_length) as source:

@@ -138,6 +138,15 @@ def _cached_snapshot(repo_id: str) -> Path | None:
     return Path(found).parent if isinstance(found, str) else None
 
 
+def model_or_loaded(model):
+    """``model`` itself, or — given by name: 'minilm', a shipped checkpoint, a model folder, a Hub id in the local
+    cache — the model `load_pretrained` loads (safetensors only, offline, no remote code), as the command line's
+    ``jacobiscope analyze NAME`` does. `jacobiscope.analyze` and `jacobiscope.describe` take either."""
+    if isinstance(model, bool) or not isinstance(model, (str, os.PathLike)):
+        return model
+    return load_pretrained(model)
+
+
 def load_pretrained(name_or_path, *, trust_remote_code: bool = False, strict: bool = True, download: bool = False,
                     **kwargs):
     """Load a reference model by shipped short name (offline), folder, or Hub repo id.

@@ -70,3 +70,17 @@ def test_a_recorded_graph_prices_the_product_analyze_would_compute():
     torch.testing.assert_close(product, jvp(looped, x0, v), rtol=1e-12, atol=1e-12)
     torch.testing.assert_close(output, torch.tanh(x0 @ weight), rtol=1e-12, atol=1e-12)
     assert _recorded_prices(looped, x0, 4, eager)[1] == 0.0  # recorded once: the next call finds it
+
+
+def test_describe_takes_a_model_by_name_as_analyze_does():
+    """describe('itrsa-sudoku', ...) plans what describe(<the loaded checkpoint>, ...) plans: the same maps, sizes
+    and operation counts (the timings are measured, so not compared)."""
+    import torch
+
+    import jacobiscope
+
+    puzzles = torch.zeros(1, 81, dtype=torch.long)
+    by_name = jacobiscope.describe("itrsa-sudoku", puzzles, loops=8)
+    loaded = jacobiscope.describe(jacobiscope.hub.load_pretrained("itrsa-sudoku"), puzzles, loops=8)
+    assert [(p.layer, p.mode, p.state_size) for p in by_name] == [(p.layer, p.mode, p.state_size) for p in loaded]
+    assert by_name[0].state_size == 81 * jacobiscope.hub.load_pretrained("itrsa-sudoku").config.hidden_size
