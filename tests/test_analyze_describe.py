@@ -73,8 +73,8 @@ def test_a_recorded_graph_prices_the_product_analyze_would_compute():
 
 
 def test_describe_takes_a_model_by_name_as_analyze_does():
-    """describe('itrsa-sudoku', ...) plans what describe(<the loaded checkpoint>, ...) plans: the same maps, sizes
-    and operation counts (the timings are measured, so not compared)."""
+    """describe('itrsa-sudoku', ...) plans what describe(<the loaded checkpoint>, ...) plans: the same maps and
+    sizes (the timings are measured, so not compared)."""
     import torch
 
     import jacobiscope
@@ -82,5 +82,6 @@ def test_describe_takes_a_model_by_name_as_analyze_does():
     puzzles = torch.zeros(1, 81, dtype=torch.long)
     by_name = jacobiscope.describe("itrsa-sudoku", puzzles, loops=8)
     loaded = jacobiscope.describe(jacobiscope.hub.load_pretrained("itrsa-sudoku"), puzzles, loops=8)
-    assert [(p.layer, p.mode, p.state_size) for p in by_name] == [(p.layer, p.mode, p.state_size) for p in loaded]
+    assert [(p.layer, p.state_shape, p.product_path) for p in by_name] == [
+        (p.layer, p.state_shape, p.product_path) for p in loaded]
     assert by_name[0].state_size == 81 * jacobiscope.hub.load_pretrained("itrsa-sudoku").config.hidden_size
