@@ -141,7 +141,14 @@ def _cached_snapshot(repo_id: str) -> Path | None:
 def model_or_loaded(model):
     """``model`` itself, or — given by name: 'minilm', a shipped checkpoint, a model folder, a Hub id in the local
     cache — the model `load_pretrained` loads (safetensors only, offline, no remote code), as the command line's
-    ``jacobiscope analyze NAME`` does. `jacobiscope.analyze` and `jacobiscope.describe` take either."""
+    ``jacobiscope analyze NAME`` does. `jacobiscope.analyze` and `jacobiscope.describe` take either.
+
+    Example::
+
+        >>> from jacobiscope.hub import model_or_loaded
+        >>> type(model_or_loaded("itrsa-sudoku")).__name__, model_or_loaded(print) is print
+        ('ItrSAForSudoku', True)
+    """
     if isinstance(model, bool) or not isinstance(model, (str, os.PathLike)):
         return model
     return load_pretrained(model)
