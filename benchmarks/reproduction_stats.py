@@ -20,7 +20,9 @@ A claim about models is decided on an effect with an interval, never on a differ
   two-sided binomial test against a coin flip (``null`` 1/2 in `verdict`: "most runs do it", beyond the interval).
 - `verdict`: "reproduced" when the whole interval lies beyond ``margin`` in the claimed direction and the test's
   p < 0.05, "refuted" when both hold the other way, else "inconclusive at this budget" with the sample size that
-  would decide (the interval's half-width shrinks as 1/sqrt(n)). Too few values for an interval: "not testable here".
+  would decide (the standard error shrinks as 1/sqrt(n); a t interval's quantile shrinks too as its degrees of
+  freedom grow), shown in the evidence table's verdict cell. Too few values for an interval: "not testable here",
+  with what was missing.
 - `median_iqr` and `outliers` (beyond 3 interquartile ranges of the quartiles): a table cell carried by one value is
   named, never averaged away unnoticed.
 
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -53,6 +56,7 @@ class Effect:
     test: str
     sizes: tuple
     signed: bool = True   # a difference prints its sign; a share (`proportion`) does not
+    df: float | None = None  # a t interval's degrees of freedom: `needed_sizes` then lets its quantile shrink too
 
     def words(self, scale: float = 1.0, unit: str = "") -> str:
         """``+4.0 [-1.2, +9.1]<unit> (n = 5 / 5; <test>, p = 0.21)``, values times ``scale``."""
@@ -96,7 +100,8 @@ def seed_difference(first, second, *, what: str = "mean difference over seeds") 
     effect = summary_difference((float(a.mean()), float(a.std(ddof=1)), a.size),
                                 (float(b.mean()), float(b.std(ddof=1)), b.size), what=what)
     return Effect(what, effect.estimate, effect.low, effect.high, effect.p_value,
-                  "Welch t interval over seeds (a permutation test of so few cannot reach p < 0.05)", effect.sizes)
+                  "Welch t interval over seeds (a permutation test of so few cannot reach p < 0.05)", effect.sizes,
+                  df=effect.df)
 
 
 def paired_difference(first, second, *, what: str = "paired difference", resamples: int = 10_000,
@@ -176,8 +181,28 @@ def needed_sizes(effect: Effect, *, null: float = 0.0) -> str:
                 return f"about n = {trials} would decide it if the share stayed {effect.estimate:.3g}"
         return f"no n up to 100,000 decides a share of {effect.estimate:.3g} against {null:g}"
     factor = (half / abs(effect.estimate - null)) ** 2
+    if effect.df is not None and math.isfinite(effect.df) and effect.df > 0:
+        factor = _t_factor(half, abs(effect.estimate - null), effect.df)
     sizes = " / ".join(str(math.ceil(size * factor)) for size in effect.sizes)
     return f"about n = {sizes} would decide it if the effect stayed {effect.estimate:+.3g}"
+
+
+def _t_factor(half: float, distance: float, df: float) -> float:
+    """How many times the groups must grow for a t interval of half-width ``half`` (``df`` degrees of freedom) to
+    shrink below ``distance``: the standard error falls as 1/sqrt(k), and the t quantile falls too as the degrees of
+    freedom grow (about (df + 2) k - 2 for groups k times larger) — at 2 + 2 seeds (t = 4.3 or more) the plain
+    1/sqrt(n) rule would ask for many times too many seeds."""
+    from scipy import stats as scipy_stats
+
+    quantile = lambda freedom: float(scipy_stats.t.ppf(0.5 + CONFIDENCE / 2, freedom))  # noqa: E731
+    error = half / quantile(df)
+    factor = (half / distance) ** 2
+    for _ in range(100):  # a fixed point: the quantile at the grown df, then the growth it needs
+        grown = max(1.0, (quantile(max(df, (df + 2) * factor - 2)) * error / distance) ** 2)
+        if abs(grown - factor) < 1e-9 * factor:
+            break
+        factor = grown
+    return factor
 
 
 def proportion(successes: int, trials: int, *, what: str = "share of runs") -> Effect:
@@ -267,7 +292,7 @@ def summary_difference(first: tuple, second: tuple, *, what: str = "difference o
     half = float(scipy_stats.t.ppf(0.5 + CONFIDENCE / 2, df)) * error
     p_value = float(2 * scipy_stats.t.sf(abs(estimate) / error, df)) if error > 0 else float(estimate == 0)
     return Effect(what, float(estimate), estimate - half, estimate + half, p_value,
-                  "Welch t interval from the cards' per-input mean and s.d.", (int(n1), int(n2)))
+                  "Welch t interval from the cards' per-input mean and s.d.", (int(n1), int(n2)), df=float(df))
 
 
 @dataclass(frozen=True)
@@ -313,10 +338,20 @@ def combine(parts: list[Evidence]) -> str:
     return INCONCLUSIVE if INCONCLUSIVE in words or REFUTED in words else NOT_TESTABLE
 
 
+def _verdict_cell(part: Evidence) -> str:
+    """The word, and for an undecided part why (the sample size that would decide it, or what could not be
+    tested); the interval itself is in the effect cell already."""
+    if part.verdict not in (INCONCLUSIVE, NOT_TESTABLE) or not part.why:
+        return part.verdict
+    reason = re.sub(r"^95% interval \[[^\]]*\] ", "", part.why)
+    return f"{part.verdict}: {reason}"
+
+
 def evidence_table(parts: list[Evidence], scale_note: str = "") -> str:
     """The markdown table of a claim's evidence (a sensitivity row says so in its verdict cell)."""
     rows = ["| part | test | effect (95% interval) | window | seeds | inputs | verdict |", "|---|---|---|---|---|---|---|"]
     for p in parts:
-        word = p.verdict if p.counted else f"{p.verdict} (sensitivity: not counted)"
+        word = _verdict_cell(p)
+        word = word if p.counted else f"{word} (sensitivity: not counted)"
         rows.append(f"| {p.part} | {p.test} | {p.effect} | {p.window} | {p.seeds} | {p.inputs} | {word} |")
     return "\n".join(rows) + (f"\n\n{scale_note}" if scale_note else "")

@@ -118,6 +118,38 @@ def test_inconclusive_names_the_sample_that_would_decide():
         "inconclusive at this budget"
 
 
+def test_the_seeds_that_would_decide_a_t_interval_count_its_shrinking_quantile():
+    """2 + 2 seeds with equal spread (Welch's df = 2, t = 4.30): growing the groups also shrinks the t quantile, so
+    the sample that decides is far smaller than (half / effect)^2 says. Checked against scipy's t interval at the
+    size named (it decides) and one seed fewer (it does not)."""
+    effect = stats.seed_difference([5.0, 7.0], [1.0, 3.0], what="gain")  # means 6 and 2, s.d. 1.41 each
+    assert effect.df == pytest.approx(2.0)  # equal spreads: Welch's df is the pooled 2 + 2 - 2
+    stretched = stats.Effect("gain", 1.0, 1.0 - 9.0, 1.0 + 9.0, 0.5, effect.test, (2, 2), df=2.0)  # half 9 at df 2
+    n = int(stats.needed_sizes(stretched).split("n = ")[1].split(" /")[0])
+    plain = math.ceil(2 * (9.0 / 1.0) ** 2)
+    assert n < plain / 4   # the 1/sqrt(n) rule alone asks for 162 per group
+
+    def half_width(size):  # equal groups with the s.d. that gives half-width 9 at 2 + 2: t(df) * s * sqrt(2 / n)
+        sd = 9.0 / scipy.stats.t.ppf(0.975, 2) / math.sqrt(2 / 2)
+        return scipy.stats.t.ppf(0.975, 2 * size - 2) * sd * math.sqrt(2 / size)
+
+    assert half_width(n) < 1.0 <= half_width(n - 1)
+
+
+def test_undecided_parts_say_why_in_the_evidence_table():
+    undecided = stats.evidence("part", stats.Effect("x", 0.025, -0.03, 0.08, 0.3, "test", (5, 5)), "greater",
+                               window="w", seeds="s", inputs="i")
+    untestable = stats.evidence("other", None, "greater", window="w", seeds="s", inputs="i",
+                                missing="the variants never trained")
+    decided = stats.evidence("third", stats.Effect("x", 0.5, 0.4, 0.6, 1e-4, "test", (9, 9)), "greater",
+                             window="w", seeds="s", inputs="i")
+    table = stats.evidence_table([undecided, untestable, decided]).splitlines()
+    assert table[2].endswith("| inconclusive at this budget: includes zero; about n = 25 / 25 would decide it if the "
+                             "effect stayed +0.025 |")
+    assert table[3].endswith("| not testable here: the variants never trained |")
+    assert table[4].endswith("| reproduced |")
+
+
 def test_median_iqr_and_outliers_name_a_cell_carried_by_one_value():
     norms = [6.7, 7.9, 8.4, 9.1, 10.2, 12.0, 17328.0]   # the no-norm zoo cell: one start state overflowed
     assert stats.outliers(norms) == [6]
