@@ -141,7 +141,8 @@ def rank_correlation(xs, ys, *, what: str = "Spearman rho", resamples: int = 10_
                   f"bootstrap interval over pairs, permutation test ({resamples:,} shuffles)", (x.size,))
 
 
-def verdict(effect: Effect | None, claimed: str, *, margin: float = 0.0, null: float = 0.0) -> tuple[str, str]:
+def verdict(effect: Effect | None, claimed: str, *, margin: float = 0.0, null: float = 0.0, scale: float = 1.0,
+            unit: str = "") -> tuple[str, str]:
     """The word for ``effect`` against a claim that it is ``"greater"`` (or ``"less"``) than ``null`` (0: no
     difference; 1/2 for a `proportion`) by more than ``margin``, and why; None (too few values): "not testable
     here"."""
@@ -151,11 +152,12 @@ def verdict(effect: Effect | None, claimed: str, *, margin: float = 0.0, null: f
         return NOT_TESTABLE, "too few values for an interval"
     sign = 1.0 if claimed == "greater" else -1.0
     low, high = sorted((sign * (effect.low - null), sign * (effect.high - null)))
-    interval = f"95% interval [{effect.low:+.3g}, {effect.high:+.3g}]"
+    interval = f"95% interval [{scale * effect.low:+.3g}, {scale * effect.high:+.3g}]{unit}"
+    margin_said, null_said = f"{scale * margin:g}{unit}", f"{scale * null:g}"  # the table's scale and unit
     # A bootstrap interval of two or three values is the range of their means and can sit off zero while no
     # arrangement of so few values can be significant: the test has to agree before a word is given.
     significant = effect.p_value < 1 - CONFIDENCE
-    edge = f"{margin:g}" if null == 0 else f"{null:g}" if margin == 0 else f"{null:g} +/- {margin:g}"
+    edge = margin_said if null == 0 else null_said if margin == 0 else f"{null_said} +/- {margin_said}"
     if low > margin and significant:
         return REPRODUCED, f"{interval} lies beyond {edge} in the claimed direction, p = {effect.p_value:.3g}"
     if high < -margin and significant:
@@ -163,14 +165,15 @@ def verdict(effect: Effect | None, claimed: str, *, margin: float = 0.0, null: f
     if low > margin or high < -margin:
         return INCONCLUSIVE, (f"{interval} lies off {edge} but the test does not (p = {effect.p_value:.3g}): too "
                               f"few values for the test to decide ({'/'.join(map(str, effect.sizes))})")
-    reference = "zero" if null == 0 else f"{null:g}"
-    return INCONCLUSIVE, (f"{interval} includes {reference if margin == 0 else f'{reference} +/- {margin:g}'}; "
-                          f"{needed_sizes(effect, null=null)}")
+    reference = "zero" if null == 0 else null_said
+    return INCONCLUSIVE, (f"{interval} includes {reference if margin == 0 else f'{reference} +/- {margin_said}'}; "
+                          f"{needed_sizes(effect, null=null, scale=scale, unit=unit)}")
 
 
-def needed_sizes(effect: Effect, *, null: float = 0.0) -> str:
+def needed_sizes(effect: Effect, *, null: float = 0.0, scale: float = 1.0, unit: str = "") -> str:
     """About how many values per group would decide, if the effect (its distance from ``null``) and spread stayed
-    as measured (the interval's half-width shrinks as 1/sqrt(n))."""
+    as measured (the interval's half-width shrinks as 1/sqrt(n)); the effect is said times ``scale`` in ``unit``, as
+    the evidence table's effect cell says it."""
     half = (effect.high - effect.low) / 2
     if effect.estimate == null or half <= 0:
         return "no effect measured: no sample size decides it"
@@ -184,7 +187,7 @@ def needed_sizes(effect: Effect, *, null: float = 0.0) -> str:
     if effect.df is not None and math.isfinite(effect.df) and effect.df > 0:
         factor = _t_factor(half, abs(effect.estimate - null), effect.df)
     sizes = " / ".join(str(math.ceil(size * factor)) for size in effect.sizes)
-    return f"about n = {sizes} would decide it if the effect stayed {effect.estimate:+.3g}"
+    return f"about n = {sizes} would decide it if the effect stayed {scale * effect.estimate:+.3g}{unit}"
 
 
 def _t_factor(half: float, distance: float, df: float) -> float:
@@ -317,7 +320,7 @@ def evidence(part: str, effect: Effect | None, claimed: str, *, window: str, see
              missing: str = "too few values for an interval") -> Evidence:
     """The `Evidence` of ``effect`` tested against ``claimed`` (``"greater"`` / ``"less"`` than ``null`` by
     ``margin``); ``effect`` None: "not testable here" with ``missing`` as the reason."""
-    word, why = verdict(effect, claimed, margin=margin, null=null)
+    word, why = verdict(effect, claimed, margin=margin, null=null, scale=scale, unit=unit)
     if effect is None:
         return Evidence(part, "-", "-", window, seeds, inputs, word, missing, counted)
     return Evidence(part, effect.test, f"{effect.what}: {effect.words(scale, unit)}", window, seeds, inputs, word,

@@ -421,8 +421,12 @@ def test_the_shipped_reproduction_has_a_figure_for_every_claim():
             cells = [cell.strip() for cell in row.strip("|").split(" | ")]
             assert len(cells) == 7 and all(cells), (key, row)
             counted = not cells[6].endswith("(sensitivity: not counted)")
-            word = cells[6].removesuffix(" (sensitivity: not counted)")
+            word, _, reason = cells[6].removesuffix(" (sensitivity: not counted)").partition(": ")
             assert word in words[:1] + words[2:], (key, row)
+            # an undecided part says why: the sample size that would decide it, or what could not be tested
+            assert bool(reason) == (word in ("inconclusive at this budget", "not testable here")), (key, row)
+            if word == "inconclusive at this budget" and "includes" in reason:
+                assert re.search(r"about n = [\d /]+ would decide|no sample size", reason), (key, row)
             if word not in ("not testable here",) and "deterministic" not in cells[1] and "per run" not in cells[1]:
                 assert re.search(r"\[[-+0-9.e]+, [-+0-9.e]+\]", cells[2]) and "p = " in cells[2], (key, row)
             parts.append(stats.Evidence(*cells[:6], word, counted=counted))

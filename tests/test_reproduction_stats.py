@@ -148,6 +148,11 @@ def test_undecided_parts_say_why_in_the_evidence_table():
                              "effect stayed +0.025 |")
     assert table[3].endswith("| not testable here: the variants never trained |")
     assert table[4].endswith("| reproduced |")
+    # in the effect cell's own scale and unit (accuracy shares said in points)
+    scaled = stats.evidence("part", stats.Effect("x", 0.025, -0.03, 0.08, 0.3, "test", (5, 5)), "greater",
+                            window="w", seeds="s", inputs="i", scale=100, unit=" points")
+    assert scaled.effect.startswith("x: +2.5 [-3, +8] points") and scaled.why.startswith("95% interval [-3, +8] points")
+    assert scaled.why.endswith("about n = 25 / 25 would decide it if the effect stayed +2.5 points")
 
 
 def test_median_iqr_and_outliers_name_a_cell_carried_by_one_value():
