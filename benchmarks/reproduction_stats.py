@@ -346,7 +346,7 @@ def _verdict_cell(part: Evidence) -> str:
     tested); the interval itself is in the effect cell already."""
     if part.verdict not in (INCONCLUSIVE, NOT_TESTABLE) or not part.why:
         return part.verdict
-    reason = re.sub(r"^95% interval \[[^\]]*\] ", "", part.why)
+    reason = re.sub(r"^95% interval \[[^\]]*\].*? (?=includes |lies )", "", part.why)  # the interval and its unit
     return f"{part.verdict}: {reason}"
 
 

@@ -153,6 +153,9 @@ def test_undecided_parts_say_why_in_the_evidence_table():
                             window="w", seeds="s", inputs="i", scale=100, unit=" points")
     assert scaled.effect.startswith("x: +2.5 [-3, +8] points") and scaled.why.startswith("95% interval [-3, +8] points")
     assert scaled.why.endswith("about n = 25 / 25 would decide it if the effect stayed +2.5 points")
+    assert stats.evidence_table([scaled]).splitlines()[2].endswith(
+        "| inconclusive at this budget: includes zero; about n = 25 / 25 would decide it if the effect stayed +2.5 "
+        "points |")
 
 
 def test_median_iqr_and_outliers_name_a_cell_carried_by_one_value():
