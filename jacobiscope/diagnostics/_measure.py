@@ -41,20 +41,8 @@ class _OneTrajectory(torch.nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         state = x[0]
         for _ in range(self.power):
-            state = _tensor_or_refused(self.inner(state), self.inner, x[0])
+            state = self.inner(state)
         return state.unsqueeze(0)
-
-
-def _tensor_or_refused(out, owner, state):
-    """The inner step's output when it is a tensor; else the StepOutputError that names what came back (a tuple
-    from a block that returns ``(hidden, ...)``), instead of the wrapper's own "'tuple' has no unsqueeze"."""
-    if isinstance(out, torch.Tensor):
-        return out
-    from ..maps import as_looped_map
-    from .._map_checks import check_step_output
-
-    check_step_output(owner if hasattr(owner, "name") else as_looped_map(owner), state, out)
-    return out
 
 
 def _one_trajectory(looped, x0, dtype=None):
@@ -85,7 +73,7 @@ def _one_trajectory(looped, x0, dtype=None):
     with warnings.catch_warnings():  # the user's map warned already (dropout / batch norm in training mode)
         warnings.simplefilter("ignore", RuntimeWarning)
         batched = LoopedMap(_OneTrajectory.of(looped) if looped.module is not None else (
-                                lambda x: _tensor_or_refused(looped.step(x[0]), looped, x[0]).unsqueeze(0)), batch_dims=1,
+                                lambda x: looped.step(x[0]).unsqueeze(0)), batch_dims=1,
                             drive=(lambda x: drive(x[0]).unsqueeze(0)) if drive is not None else None,
                             x0=x0.unsqueeze(0), name=looped.name)
     if looped.module is not None:  # the map's own tensors (a detached or cast copy), under the wrapper's names
